@@ -1,0 +1,95 @@
+package stream
+
+import "github.com/edged-dev/edged/sensors"
+
+// Version is the schema version carried in every record as "v".
+const Version = 1
+
+// Kind tells results from status events.
+type Kind uint8
+
+// Record kinds.
+const (
+	KindResult Kind = iota + 1
+	KindStatus
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindResult:
+		return "result"
+	case KindStatus:
+		return "status"
+	}
+	return "unknown"
+}
+
+// Record is what pipelines publish to sinks. A publisher reuses one Record
+// per pipeline: sinks encode it during Publish and keep no reference to it or
+// to any slice inside it.
+type Record struct {
+	Kind     Kind
+	Pipeline string
+
+	// Result fields.
+	FrameSeq   uint64
+	TCaptureNs int64 // CLOCK_MONOTONIC
+	Engine     EngineRef
+	Latency    Latency
+	Outputs    []Output
+	Sensors    []sensors.Sample
+
+	// Status fields.
+	Event  string // engine_reloaded, engine_rejected, source_down, source_up, ...
+	Source string // source or model the event is about
+	Reason string
+	TNs    int64 // CLOCK_MONOTONIC time of the event
+}
+
+// EngineRef identifies the engine generation that computed a result.
+type EngineRef struct {
+	Name       string
+	Generation uint64
+	SHA256     string // hex prefix
+}
+
+// Latency splits a result's latency in microseconds.
+type Latency struct {
+	Pre, Infer, Post, Total int64
+}
+
+// OutputKind selects which of Output's fields are meaningful.
+type OutputKind uint8
+
+// Output kinds.
+const (
+	OutputRaw        OutputKind = iota + 1 // Shape and Data
+	OutputClasses                          // Classes (top-k)
+	OutputDetections                       // Detections (after NMS)
+)
+
+// Output is one post-processed engine output.
+type Output struct {
+	Name       string
+	Kind       OutputKind
+	Shape      []int64
+	Data       []float32
+	Truncated  bool // Data was capped; Shape is still the full shape
+	Classes    []Class
+	Detections []Detection
+}
+
+// Class is one entry of a top-k list.
+type Class struct {
+	Index int
+	Label string
+	Score float32
+}
+
+// Detection is one object box in input-image pixels (x1, y1, x2, y2).
+type Detection struct {
+	Box   [4]float32
+	Class int
+	Label string
+	Score float32
+}

@@ -1,0 +1,203 @@
+package trt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/edged-dev/edged/umem"
+)
+
+// Errors returned by backends and the reload machinery. Each rejection
+// wraps one of them so callers can count reloads by reason.
+var (
+	ErrEngineInvalid = errors.New("trt: engine file invalid")
+	ErrVersion       = errors.New("trt: engine built by another TensorRT version")
+	ErrSignature     = errors.New("trt: tensor signature does not match the pipeline")
+	ErrWarmup        = errors.New("trt: warm-up inference failed")
+	ErrMemory        = errors.New("trt: not enough memory")
+	ErrBackend       = errors.New("trt: backend unavailable")
+	ErrClosed        = errors.New("trt: engine closed")
+)
+
+// DataType is a tensor element type.
+type DataType int
+
+// Element types.
+const (
+	Float32 DataType = iota
+	Float16
+	Int8
+	Uint8
+	Int32
+	Int64
+	Bool
+)
+
+var dtypeNames = [...]string{"float32", "float16", "int8", "uint8", "int32", "int64", "bool"}
+var dtypeSizes = [...]int{4, 2, 1, 1, 4, 8, 1}
+
+func (d DataType) String() string {
+	if d >= 0 && int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return fmt.Sprintf("DataType(%d)", int(d))
+}
+
+// Size is the element size in bytes.
+func (d DataType) Size() int {
+	if d >= 0 && int(d) < len(dtypeSizes) {
+		return dtypeSizes[d]
+	}
+	return 0
+}
+
+// TensorSpec names a tensor and its shape; -1 marks a dynamic dimension.
+type TensorSpec struct {
+	Name  string
+	Type  DataType
+	Shape []int64
+}
+
+// Elements is the number of elements, or -1 for a dynamic shape.
+func (s TensorSpec) Elements() int64 {
+	n := int64(1)
+	for _, d := range s.Shape {
+		if d < 0 {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}
+
+// Bytes is the size of the tensor in bytes, or -1 for a dynamic shape.
+func (s TensorSpec) Bytes() int64 {
+	n := s.Elements()
+	if n < 0 {
+		return -1
+	}
+	return n * int64(s.Type.Size())
+}
+
+func (s TensorSpec) String() string {
+	dims := make([]string, len(s.Shape))
+	for i, d := range s.Shape {
+		if d < 0 {
+			dims[i] = "?"
+		} else {
+			dims[i] = fmt.Sprint(d)
+		}
+	}
+	return fmt.Sprintf("%s:%s[%s]", s.Name, s.Type, strings.Join(dims, ","))
+}
+
+// Equal reports whether two specs have the same name, type and shape.
+func (s TensorSpec) Equal(o TensorSpec) bool {
+	if s.Name != o.Name || s.Type != o.Type || len(s.Shape) != len(o.Shape) {
+		return false
+	}
+	for i := range s.Shape {
+		if s.Shape[i] != o.Shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Tensor is an engine input or output with resolved (static) shape and the
+// memory that holds it.
+type Tensor struct {
+	TensorSpec
+	Buf umem.Buffer
+}
+
+// Float32 returns the host view of a float32 tensor, or nil when the tensor
+// is of another type or its memory is not host-accessible right now.
+func (t *Tensor) Float32() []float32 {
+	if t.Type != Float32 {
+		return nil
+	}
+	b, err := t.Buf.Host()
+	if err != nil || len(b) < 4 {
+		return nil
+	}
+	n := int(t.Elements())
+	if n < 0 || n*4 > len(b) {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
+}
+
+// Signature is the ordered list of an engine's inputs and outputs.
+type Signature struct {
+	Inputs, Outputs []TensorSpec
+}
+
+// Check reports how s differs from want (the signature of the engine a
+// pipeline was built for), wrapping ErrSignature.
+func (s Signature) Check(want Signature) error {
+	var errs []error
+	cmp := func(kind string, got, want []TensorSpec) {
+		if len(got) != len(want) {
+			errs = append(errs, fmt.Errorf("%d %ss, the pipeline has %d", len(got), kind, len(want)))
+			return
+		}
+		for i := range got {
+			if !got[i].Equal(want[i]) {
+				errs = append(errs, fmt.Errorf("%s %d is %s, the pipeline has %s", kind, i, got[i], want[i]))
+			}
+		}
+	}
+	cmp("input", s.Inputs, want.Inputs)
+	cmp("output", s.Outputs, want.Outputs)
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrSignature, errors.Join(errs...))
+}
+
+// Engine is one loaded model bound to its own tensors.
+//
+// Infer reads the inputs and writes the outputs; the caller fills Inputs()
+// before and reads Outputs() after. An engine is used by one goroutine at a
+// time. Close releases everything and is idempotent.
+type Engine interface {
+	Backend() string
+	Inputs() []*Tensor
+	Outputs() []*Tensor
+	Infer(ctx context.Context) error
+	Close() error
+}
+
+// SignatureOf returns the resolved tensor signature of an engine.
+func SignatureOf(e Engine) Signature {
+	var s Signature
+	for _, t := range e.Inputs() {
+		s.Inputs = append(s.Inputs, t.TensorSpec)
+	}
+	for _, t := range e.Outputs() {
+		s.Outputs = append(s.Outputs, t.TensorSpec)
+	}
+	return s
+}
+
+// LoadOptions configure a backend load.
+type LoadOptions struct {
+	// Name is the model name used in messages.
+	Name string
+	// Alloc provides the tensors' memory.
+	Alloc umem.Allocator
+	// Shapes fixes dynamic input dimensions, by input name.
+	Shapes map[string][]int64
+	// Threads bounds CPU threads of CPU backends; 0 picks the backend default.
+	Threads int
+}
+
+// Backend loads engines of one kind from the bytes of a model file.
+type Backend interface {
+	Name() string
+	Load(ctx context.Context, model []byte, opts LoadOptions) (Engine, error)
+}
