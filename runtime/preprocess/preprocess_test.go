@@ -171,9 +171,9 @@ func TestNormaliseAndBGR(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := [3]float32{
-		(0 - 0.406) / 0.225,          // B first
-		(128.0/255 - 0.456) / 0.224,  // G
-		(1 - 0.485) / 0.229,          // R last
+		(0 - 0.406) / 0.225,         // B first
+		(128.0/255 - 0.456) / 0.224, // G
+		(1 - 0.485) / 0.229,         // R last
 	}
 	for ch := 0; ch < 3; ch++ {
 		if got := dst[ch*16]; math.Abs(float64(got-want[ch])) > 1e-4 {
