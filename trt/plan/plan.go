@@ -1,0 +1,360 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/edged-dev/edged/trt"
+)
+
+// HeaderSize is the number of bytes of a plan header that are read.
+const HeaderSize = 28
+
+// Magic is the first little-endian uint32 of every TensorRT plan: "ftrt".
+const Magic uint32 = 0x74727466
+
+// maxMetadata bounds the JSON metadata of a wrapped engine; Ultralytics
+// metadata is a few kilobytes, so anything near this is not metadata.
+const maxMetadata = 16 << 20
+
+// Version is a TensorRT version. Build is 0 where it is not known (library
+// versions from getInferLibVersion carry no build number).
+type Version struct {
+	Major, Minor, Patch, Build int
+}
+
+// String formats v as major.minor.patch, plus .build when it is known.
+func (v Version) String() string {
+	if v.Build == 0 {
+		return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
+	}
+	return fmt.Sprintf("%d.%d.%d.%d", v.Major, v.Minor, v.Patch, v.Build)
+}
+
+// IsZero reports whether v is unknown.
+func (v Version) IsZero() bool { return v == Version{} }
+
+// Less orders versions by major, minor and patch (not build).
+func (v Version) Less(o Version) bool {
+	if v.Major != o.Major {
+		return v.Major < o.Major
+	}
+	if v.Minor != o.Minor {
+		return v.Minor < o.Minor
+	}
+	return v.Patch < o.Patch
+}
+
+// VersionFromInt decodes the integer that getInferLibVersion returns and
+// NV_TENSORRT_VERSION holds: MAJOR*1000 + MINOR*100 + PATCH up to TensorRT 8,
+// MAJOR*10000 + MINOR*100 + PATCH from TensorRT 9 on.
+func VersionFromInt(n int) Version {
+	if n <= 0 {
+		return Version{}
+	}
+	if n < 10000 {
+		return Version{Major: n / 1000, Minor: n % 1000 / 100, Patch: n % 100}
+	}
+	return Version{Major: n / 10000, Minor: n % 10000 / 100, Patch: n % 100}
+}
+
+// Metadata is what an Ultralytics exporter writes in front of the plan.
+type Metadata struct {
+	// Task is "detect", "segment", "classify", "pose", "obb" or empty.
+	Task string
+	// Names maps class indices to class names.
+	Names map[int]string
+	// Imgsz is the input size as [height, width] (one value means square).
+	Imgsz []int
+	// Stride is the model's largest stride in pixels, 0 when absent.
+	Stride int
+	// Batch is the batch size the engine was exported for, 0 when absent.
+	Batch int
+	// Raw is the whole JSON object, for keys not decoded here.
+	Raw json.RawMessage
+}
+
+// ClassNames returns the class names ordered by index, or nil when the
+// indices are not exactly 0..n-1.
+func (m *Metadata) ClassNames() []string {
+	if m == nil || len(m.Names) == 0 {
+		return nil
+	}
+	out := make([]string, len(m.Names))
+	for i := range out {
+		n, ok := m.Names[i]
+		if !ok {
+			return nil
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// File is a checked engine file.
+type File struct {
+	// Plan is the serialized TensorRT engine, a sub-slice of the input.
+	Plan []byte
+	// Offset is where Plan starts in the file: 0, or 4 plus the length of
+	// the metadata of a wrapped file.
+	Offset int
+	// Built is the TensorRT version recorded in header bytes 24..27.
+	Built Version
+	// Metadata is the decoded wrapper metadata, nil for a bare plan.
+	Metadata *Metadata
+}
+
+// Options control the version comparison of [Check].
+type Options struct {
+	// Library is the version of the loaded libnvinfer; zero skips the
+	// version comparison.
+	Library Version
+	// VersionCompatible states that the engine was built with
+	// --versionCompatible (the model's `version_compatible = true`); the
+	// header does not record it.
+	VersionCompatible bool
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", trt.ErrEngineInvalid, fmt.Sprintf(format, args...))
+}
+
+// Parse checks the structure of an engine file and unwraps an Ultralytics
+// wrapper. Every error wraps trt.ErrEngineInvalid.
+func Parse(b []byte) (*File, error) {
+	switch {
+	case len(b) == 0:
+		return nil, invalid("the file is empty: it was probably still being written, or the export failed; " +
+			"write engines to a temporary name and rename them into place")
+	case len(b) < 4:
+		return nil, invalid("the file is %d bytes, shorter than a %d-byte TensorRT plan header: truncated? copy or rebuild it", len(b), HeaderSize)
+	}
+	if binary.LittleEndian.Uint32(b) == Magic {
+		return parsePlan(b, 0, nil)
+	}
+	if n := int32(binary.LittleEndian.Uint32(b)); n > 0 && len(b) > 4 && b[4] == '{' {
+		return parseWrapped(b, int(n))
+	}
+	return nil, invalid("the file does not start with the TensorRT plan magic \"ftrt\" (it starts with %s)%s; "+
+		"it is not a serialized TensorRT engine: build one on this device with trtexec --onnx=MODEL.onnx --saveEngine=MODEL.engine",
+		quoteStart(b), hint(b))
+}
+
+func parseWrapped(b []byte, n int) (*File, error) {
+	if n > maxMetadata || 4+n > len(b) {
+		return nil, invalid("the file starts like an Ultralytics engine with %d bytes of JSON metadata, but it is only %d bytes long: "+
+			"truncated? copy or export it again", n, len(b))
+	}
+	raw := b[4 : 4+n]
+	md, err := decodeMetadata(raw)
+	if err != nil {
+		return nil, invalid("the file starts like an Ultralytics engine, but its %d-byte metadata is not valid: %v; "+
+			"export it again, or strip the wrapper and keep the bare plan", n, err)
+	}
+	rest := b[4+n:]
+	if len(rest) < 4 || binary.LittleEndian.Uint32(rest) != Magic {
+		return nil, invalid("the Ultralytics metadata (%d bytes) is not followed by a TensorRT plan (found %s at offset %d)%s; "+
+			"export the engine again", n, quoteStart(rest), 4+n, hint(rest))
+	}
+	return parsePlan(rest, 4+n, md)
+}
+
+func parsePlan(p []byte, off int, md *Metadata) (*File, error) {
+	where := ""
+	if md != nil {
+		where = fmt.Sprintf(" after %d bytes of Ultralytics metadata", off)
+	}
+	if len(p) < HeaderSize {
+		return nil, invalid("the TensorRT plan%s is %d bytes, shorter than its %d-byte header: truncated? copy or rebuild it", where, len(p), HeaderSize)
+	}
+	if w := binary.LittleEndian.Uint32(p[4:]); w != 0 {
+		return nil, invalid("the TensorRT plan%s has header word 1 = %d, not 0: a serialization layout edged does not know "+
+			"(from an unknown TensorRT, or corrupt); rebuild the engine on this device with trtexec", where, w)
+	}
+	return &File{
+		Plan:     p,
+		Offset:   off,
+		Built:    Version{Major: int(p[24]), Minor: int(p[25]), Patch: int(p[26]), Build: int(p[27])},
+		Metadata: md,
+	}, nil
+}
+
+// Compatible reports whether an engine built by f.Built can be loaded by
+// the library version in opts. Errors wrap trt.ErrVersion.
+func (f *File) Compatible(opts Options) error {
+	lib, built := opts.Library, f.Built
+	if lib.IsZero() || lib.Less(Version{Major: 8, Minor: 6}) {
+		// TensorRT before 8.6 does not record its version in the header.
+		return nil
+	}
+	if opts.VersionCompatible {
+		switch {
+		case built.Major == lib.Major && built.Minor <= lib.Minor:
+			return nil
+		case built.Major == 8 && built.Minor >= 6 && lib.Major == 10:
+			return nil
+		case built.Major == 10 && lib.Major == 11:
+			return nil
+		}
+		return fmt.Errorf("%w: the engine was built version-compatible by TensorRT %s, which the loaded TensorRT %s cannot run "+
+			"(version-compatible engines run on later minors of the same major, 8.6 engines also on 10, 10 engines on 11); "+
+			"rebuild it on this device: trtexec --onnx=MODEL.onnx --saveEngine=MODEL.engine", trt.ErrVersion, built, lib)
+	}
+	if built.Major == lib.Major && built.Minor == lib.Minor {
+		return nil
+	}
+	return fmt.Errorf("%w: the engine was built by TensorRT %s, but the loaded library is TensorRT %s, and an engine only "+
+		"runs on the TensorRT major.minor that built it; rebuild it on this device: trtexec --onnx=MODEL.onnx --saveEngine=MODEL.engine "+
+		"(or build it with --versionCompatible and set version_compatible = true for the model)", trt.ErrVersion, built, lib)
+}
+
+// Check parses an engine file and checks it against the loaded library.
+// Errors wrap trt.ErrEngineInvalid or trt.ErrVersion.
+func Check(b []byte, opts Options) (*File, error) {
+	f, err := Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Compatible(opts); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+type rawMetadata struct {
+	Task   *string         `json:"task"`
+	Names  json.RawMessage `json:"names"`
+	Imgsz  json.RawMessage `json:"imgsz"`
+	Stride json.RawMessage `json:"stride"`
+	Batch  json.RawMessage `json:"batch"`
+}
+
+func decodeMetadata(raw []byte) (*Metadata, error) {
+	var r rawMetadata
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	md := &Metadata{Raw: json.RawMessage(raw)}
+	if r.Task != nil {
+		md.Task = *r.Task
+	}
+	var err error
+	if md.Names, err = decodeNames(r.Names); err != nil {
+		return nil, fmt.Errorf("key names: %w", err)
+	}
+	if md.Imgsz, err = decodeImgsz(r.Imgsz); err != nil {
+		return nil, fmt.Errorf("key imgsz: %w", err)
+	}
+	if md.Stride, err = decodeCount(r.Stride); err != nil {
+		return nil, fmt.Errorf("key stride: %w", err)
+	}
+	if md.Batch, err = decodeCount(r.Batch); err != nil {
+		return nil, fmt.Errorf("key batch: %w", err)
+	}
+	return md, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// decodeNames accepts {"0": "person", ...} (what json.dumps makes of a
+// Python dict with int keys) and ["person", ...].
+func decodeNames(raw json.RawMessage) (map[int]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		m := make(map[int]string, len(list))
+		for i, n := range list {
+			m[i] = n
+		}
+		return m, nil
+	}
+	var obj map[string]string
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("want an object of index to name or a list of names: %w", err)
+	}
+	m := make(map[int]string, len(obj))
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic error for the first bad key
+	for _, k := range keys {
+		i, err := strconv.Atoi(k)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("class index %q is not a non-negative integer", k)
+		}
+		m[i] = obj[k]
+	}
+	return m, nil
+}
+
+func decodeImgsz(raw json.RawMessage) ([]int, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var one int
+	if err := json.Unmarshal(raw, &one); err == nil {
+		raw = []byte(fmt.Sprintf("[%d,%d]", one, one))
+	}
+	var sz []int
+	if err := json.Unmarshal(raw, &sz); err != nil {
+		return nil, fmt.Errorf("want [height, width]: %w", err)
+	}
+	if len(sz) == 1 {
+		sz = []int{sz[0], sz[0]}
+	}
+	if len(sz) != 2 || sz[0] <= 0 || sz[1] <= 0 {
+		return nil, fmt.Errorf("want two positive integers [height, width], got %v", sz)
+	}
+	return sz, nil
+}
+
+func decodeCount(raw json.RawMessage) (int, error) {
+	if isNull(raw) {
+		return 0, nil
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil {
+		// Some exporters write a list of strides; the largest one counts.
+		var list []int
+		if err2 := json.Unmarshal(raw, &list); err2 != nil || len(list) == 0 {
+			return 0, fmt.Errorf("want a non-negative integer: %w", err)
+		}
+		for _, v := range list {
+			n = max(n, v)
+		}
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("want a non-negative integer, got %d", n)
+	}
+	return n, nil
+}
+
+// quoteStart shows the first bytes of b for a message.
+func quoteStart(b []byte) string {
+	n := min(len(b), 8)
+	return fmt.Sprintf("%q", b[:n])
+}
+
+// hint names the format a non-plan file most likely is.
+func hint(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte("version https://git-lfs")):
+		return " (a Git LFS pointer: run git lfs pull to fetch the real file)"
+	case bytes.HasPrefix(b, []byte("PK\x03\x04")):
+		return " (a zip archive, such as a PyTorch .pt checkpoint)"
+	case bytes.Contains(b[:min(len(b), 64)], []byte("onnx")) || len(b) > 1 && b[0] == 0x08 && b[1] < 0x20:
+		return " (it looks like an ONNX model: give it the .onnx extension to run it with ONNX Runtime)"
+	case bytes.HasPrefix(b, []byte("trtf")):
+		return " (the magic reversed: written by a tool with the wrong byte order)"
+	}
+	return ""
+}
