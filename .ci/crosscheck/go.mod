@@ -1,0 +1,3 @@
+module crosscheck
+
+go 1.26.8
