@@ -1,0 +1,253 @@
+package demomodel
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/trt"
+)
+
+//go:generate go run ./gen -o demo.onnx
+
+// Default is the built-in demo model, Build(Options{}), as committed in
+// demo.onnx. Configuration path "builtin:demo" selects it.
+//
+//go:embed demo.onnx
+var Default []byte
+
+// Names and sizes of the demo model's tensors.
+const (
+	InputName      = "image"    // default input name
+	ClassOutput    = "class"    // float32 [1,Classes]
+	CentroidOutput = "centroid" // float32 [1,2]
+	Size           = 64         // default input width and height
+	Classes        = len(synthetic.Palette)
+	MaxSize        = 4096 // largest InputSize accepted
+	MaxVariant     = Classes - 1
+
+	// Threshold separates the square from the background: a pixel whose
+	// darkest channel (in [0,1]) is above it belongs to the square.
+	Threshold = 0.75
+	// Temperature scales the class logits T*(2*m·c - |c|²).
+	Temperature = 20
+	// Epsilon is added to pixel counts so an empty mask gives finite means.
+	Epsilon = 1e-6
+)
+
+// Labels names the classes in index order (the palette's colour names).
+var Labels = synthetic.Labels
+
+// ErrOptions is returned by Build for options it cannot honour.
+var ErrOptions = errors.New("demomodel: invalid options")
+
+// Options select a variant of the demo model. The zero value is the
+// built-in model.
+type Options struct {
+	// Permutation n in 0..7 makes the model report class (background+n) mod
+	// 8, so variants give verifiably different results (hot-reload demos
+	// and tests). 0 is the built-in model.
+	Permutation int
+	// InputSize is the input width and height; 0 means 64.
+	InputSize int
+	// InputName names the input tensor; "" means "image".
+	InputName string
+	// NaN makes every output NaN (a model a reload must reject).
+	NaN bool
+	// DynamicBatch leaves the batch dimension of the input and outputs
+	// dynamic ("batch"), for testing shape resolution in backends.
+	DynamicBatch bool
+}
+
+func (o Options) size() int {
+	if o.InputSize == 0 {
+		return Size
+	}
+	return o.InputSize
+}
+
+// batch is the batch dimension: 1, or -1 (dynamic).
+func (o Options) batch() int64 {
+	if o.DynamicBatch {
+		return -1
+	}
+	return 1
+}
+
+func (o Options) inputName() string {
+	if o.InputName == "" {
+		return InputName
+	}
+	return o.InputName
+}
+
+// Signature is the tensor signature of the model Build(o) returns.
+func (o Options) Signature() trt.Signature {
+	s := int64(o.size())
+	n := o.batch()
+	return trt.Signature{
+		Inputs: []trt.TensorSpec{{Name: o.inputName(), Type: trt.Float32, Shape: []int64{n, 3, s, s}}},
+		Outputs: []trt.TensorSpec{
+			{Name: ClassOutput, Type: trt.Float32, Shape: []int64{n, int64(Classes)}},
+			{Name: CentroidOutput, Type: trt.Float32, Shape: []int64{n, 2}},
+		},
+	}
+}
+
+// Names of the graph's intermediate values and constants; the input name
+// must differ from all of them.
+var internalNames = []string{
+	"darkest", "is_square", "square_mask", "bg_mask", "bg_pixels", "bg_sum",
+	"bg_count", "bg_count_eps", "bg_mean", "scores", "logits", "wx", "wy",
+	"sum_x", "sum_y", "sq_count", "sq_count_eps", "sum_xy",
+	"threshold", "one", "epsilon", "axes_hw", "palette_weights", "palette_bias",
+	"grid_x", "grid_y", ClassOutput, CentroidOutput,
+}
+
+// Validate reports options Build cannot honour, wrapping ErrOptions.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Permutation < 0 || o.Permutation > MaxVariant {
+		errs = append(errs, fmt.Errorf("variant %d is out of range 0..%d", o.Permutation, MaxVariant))
+	}
+	if o.InputSize < 0 || o.InputSize > MaxSize {
+		errs = append(errs, fmt.Errorf("input size %d is out of range 1..%d", o.InputSize, MaxSize))
+	}
+	if !utf8.ValidString(o.InputName) || strings.ContainsRune(o.InputName, 0) {
+		errs = append(errs, fmt.Errorf("input name %q must be UTF-8 without NUL bytes", o.InputName))
+	}
+	for _, n := range internalNames {
+		if o.InputName == n {
+			errs = append(errs, fmt.Errorf("input name %q is used inside the graph; pick another", n))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrOptions, errors.Join(errs...))
+}
+
+// Variant returns the demo model whose class output is permuted by n
+// (0..7): it reports class (background+n) mod 8. Variant(0) equals Default.
+func Variant(n int) ([]byte, error) { return Build(Options{Permutation: n}) }
+
+// Expected is the class index that variant reports for a frame whose
+// background is palette entry bg.
+func Expected(bg, variant int) int {
+	return ((bg+variant)%Classes + Classes) % Classes
+}
+
+// Build returns the ONNX model for o. The output depends only on o: the
+// same options always give the same bytes.
+func Build(o Options) ([]byte, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	s := int64(o.size())
+	in := o.inputName()
+
+	eps := float32(Epsilon)
+	if o.NaN {
+		eps = float32(math.NaN())
+	}
+	w, b := paletteWeights(o.Permutation)
+	gx := make([]float32, s)
+	for i := range gx {
+		gx[i] = (float32(i) + 0.5) / float32(s)
+	}
+	consts := []tensor{
+		{name: "threshold", floats: []float32{Threshold}},
+		{name: "one", floats: []float32{1}},
+		{name: "epsilon", floats: []float32{eps}},
+		{name: "axes_hw", dims: []int64{2}, ints: []int64{2, 3}},
+		{name: "palette_weights", dims: []int64{3, int64(Classes)}, floats: w},
+		{name: "palette_bias", dims: []int64{int64(Classes)}, floats: b},
+		{name: "grid_x", dims: []int64{1, 1, 1, s}, floats: gx},
+		{name: "grid_y", dims: []int64{1, 1, s, 1}, floats: gx},
+	}
+	n := func(op, out string, ins []string, attrs ...attr) node {
+		return node{op: op, name: out, inputs: ins, outputs: []string{out}, attrs: attrs}
+	}
+	sum := func(out, x string) node {
+		return n("ReduceSum", out, []string{x, "axes_hw"}, intAttr("keepdims", 0))
+	}
+	nodes := []node{
+		// Square mask: darkest channel above the threshold.
+		n("ReduceMin", "darkest", []string{in}, intsAttr("axes", 1), intAttr("keepdims", 1)),
+		n("Greater", "is_square", []string{"darkest", "threshold"}),
+		n("Cast", "square_mask", []string{"is_square"}, intAttr("to", dtFloat)),
+		n("Sub", "bg_mask", []string{"one", "square_mask"}),
+		// Class: softmax of T*(2*m·c - |c|²) over the palette, m the mean
+		// background colour.
+		n("Mul", "bg_pixels", []string{in, "bg_mask"}),
+		sum("bg_sum", "bg_pixels"),
+		sum("bg_count", "bg_mask"),
+		n("Add", "bg_count_eps", []string{"bg_count", "epsilon"}),
+		n("Div", "bg_mean", []string{"bg_sum", "bg_count_eps"}),
+		n("MatMul", "scores", []string{"bg_mean", "palette_weights"}),
+		n("Add", "logits", []string{"scores", "palette_bias"}),
+		n("Softmax", ClassOutput, []string{"logits"}, intAttr("axis", 1)),
+		// Centroid: mask-weighted mean of the pixel centres.
+		n("Mul", "wx", []string{"square_mask", "grid_x"}),
+		n("Mul", "wy", []string{"square_mask", "grid_y"}),
+		sum("sum_x", "wx"),
+		sum("sum_y", "wy"),
+		sum("sq_count", "square_mask"),
+		n("Add", "sq_count_eps", []string{"sq_count", "epsilon"}),
+		n("Concat", "sum_xy", []string{"sum_x", "sum_y"}, intAttr("axis", 1)),
+		n("Div", CentroidOutput, []string{"sum_xy", "sq_count_eps"}),
+	}
+
+	var g msg
+	for _, nd := range nodes {
+		g = g.bytes(graphNode, nd.encode())
+	}
+	g = g.str(graphName, "edged_demo")
+	for _, c := range consts {
+		g = g.bytes(graphInitializer, c.encode())
+	}
+	g = g.str(graphDocString, "class: background palette index; centroid: (x, y) of the white square in [0,1]")
+	g = g.bytes(graphInput, valueInfo(in, o.batch(), 3, s, s))
+	g = g.bytes(graphOutput, valueInfo(ClassOutput, o.batch(), int64(Classes)))
+	g = g.bytes(graphOutput, valueInfo(CentroidOutput, o.batch(), 2))
+
+	m := msg(nil).
+		varint(modelIRVersion, irVersion).
+		str(modelProducerName, producerName).
+		str(modelProducerVersion, producerVersion).
+		str(modelDomain, "dev.edged").
+		varint(modelModelVersion, 1).
+		str(modelDocString, "edged built-in demo model; see trt/demomodel").
+		bytes(modelGraph, g).
+		bytes(modelOpsetImport, msg(nil).str(opsetDomain, "").varint(opsetVersion, opset)).
+		bytes(modelMetadataProps, entry("edged.labels", strings.Join(Labels[:], ","))).
+		bytes(modelMetadataProps, entry("edged.variant", strconv.Itoa(o.Permutation)))
+	if o.NaN {
+		m = m.bytes(modelMetadataProps, entry("edged.nan", "true"))
+	}
+	return m, nil
+}
+
+// paletteWeights returns W [3,Classes] (row-major) and b [Classes] such that
+// (m·W + b)[j] = T*(2*m·c_k - |c_k|²) for j = (k+perm) mod Classes, where
+// c_k is palette entry k in [0,1].
+func paletteWeights(perm int) (w, b []float32) {
+	w = make([]float32, 3*Classes)
+	b = make([]float32, Classes)
+	for k, p := range synthetic.Palette {
+		j := Expected(k, perm)
+		c := [3]float32{float32(p.R) / 255, float32(p.G) / 255, float32(p.B) / 255}
+		var n2 float32
+		for ch := range c {
+			w[ch*Classes+j] = 2 * Temperature * c[ch]
+			n2 += c[ch] * c[ch]
+		}
+		b[j] = -Temperature * n2
+	}
+	return w, b
+}
