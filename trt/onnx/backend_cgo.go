@@ -1,0 +1,372 @@
+//go:build cgo && linux
+
+package onnx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// env is ONNX Runtime's process-wide environment: onnxruntime_go keeps one,
+// bound to the library it was initialised with.
+var env struct {
+	mu      sync.Mutex
+	lib     string // canonical path of the loaded library; "" before the first New
+	path    string // path as found
+	version string
+}
+
+// New loads the ONNX Runtime library (once per process) and returns a
+// backend. With o.Library empty it reuses a library already loaded, or
+// searches as FindLibrary does. A second library in one process is an
+// error: ONNX Runtime's environment is process-wide.
+func New(o Options) (*Backend, error) {
+	env.mu.Lock()
+	defer env.mu.Unlock()
+	if env.lib != "" && o.Library == "" {
+		return &Backend{lib: env.path, version: env.version}, nil
+	}
+	lib, err := FindLibrary(o.Library)
+	if err != nil {
+		return nil, err
+	}
+	key := canonical(lib)
+	if env.lib != "" {
+		if key != env.lib {
+			return nil, fmt.Errorf("%w: onnx: ONNX Runtime is already loaded from %s in this process, so %s cannot be loaded too; "+
+				"configure one library (%s or $%s)", trt.ErrBackend, env.path, lib, ConfigKey, EnvLibrary)
+		}
+		return &Backend{lib: env.path, version: env.version}, nil
+	}
+	if ort.IsInitialized() {
+		return nil, fmt.Errorf("%w: onnx: ONNX Runtime was initialised outside this package", trt.ErrBackend)
+	}
+	ort.SetSharedLibraryPath(lib)
+	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+		return nil, fmt.Errorf("%w: onnx: loading ONNX Runtime from %s: %v; edged needs ONNX Runtime 1.24 or newer (API 24) "+
+			"built for linux/%s: run `make deps` or point %s / $%s at another copy",
+			trt.ErrBackend, lib, err, runtime.GOARCH, ConfigKey, EnvLibrary)
+	}
+	env.lib, env.path, env.version = key, lib, ort.GetVersion()
+	return &Backend{lib: lib, version: env.version}, nil
+}
+
+func canonical(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		p = a
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return p
+}
+
+// Load implements trt.Backend. It creates an ONNX Runtime session for
+// model, allocates every input and output from opts.Alloc (host memory
+// when nil) and binds the session to those buffers. Dynamic input
+// dimensions are taken from opts.Shapes; dynamic output dimensions are
+// learnt from one inference on zeroed inputs. Threads defaults to 1.
+//
+// Errors: a model ONNX Runtime cannot load wraps trt.ErrEngineInvalid with
+// its message; a missing shape names the tensor.
+func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) (trt.Engine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name := opts.Name
+	if name == "" {
+		name = "model"
+	}
+	if len(model) == 0 {
+		return nil, fmt.Errorf("%w: onnx: model %q is empty (0 bytes)", trt.ErrEngineInvalid, name)
+	}
+	inInfo, outInfo, err := ort.GetInputOutputInfoWithONNXData(model)
+	if err != nil {
+		return nil, fmt.Errorf("%w: onnx: model %q: ONNX Runtime %s cannot load it: %s",
+			trt.ErrEngineInvalid, name, b.version, unwrapORT(err))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	inSpecs, err := specs(name, "input", inInfo, opts.Shapes)
+	if err != nil {
+		return nil, err
+	}
+	outSpecs, err := specs(name, "output", outInfo, nil)
+	if err != nil {
+		return nil, err
+	}
+
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("%w: onnx: session options: %w", trt.ErrBackend, err)
+	}
+	defer so.Destroy()
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = 1
+	}
+	if err := errors.Join(so.SetIntraOpNumThreads(threads), so.SetInterOpNumThreads(1)); err != nil {
+		return nil, fmt.Errorf("%w: onnx: session options: %w", trt.ErrBackend, err)
+	}
+
+	alloc := opts.Alloc
+	if alloc == nil {
+		alloc = umem.NewHost()
+	}
+	e := &engine{name: name}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	for _, s := range inSpecs {
+		if err := e.add(alloc, s, &e.inputs, &e.inValues); err != nil {
+			return nil, err
+		}
+	}
+	if dynamic(outSpecs) {
+		if outSpecs, err = probeOutputs(name, model, so, inSpecs, e.inValues, outSpecs); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range outSpecs {
+		if err := e.add(alloc, s, &e.outputs, &e.outValues); err != nil {
+			return nil, err
+		}
+	}
+	e.session, err = ort.NewAdvancedSessionWithONNXData(model, names(inSpecs), names(outSpecs), e.inValues, e.outValues, so)
+	if err != nil {
+		return nil, fmt.Errorf("%w: onnx: model %q: creating the session: %s", trt.ErrEngineInvalid, name, unwrapORT(err))
+	}
+	ok = true
+	return e, nil
+}
+
+// unwrapORT drops onnxruntime_go's generic prefixes, keeping ONNX
+// Runtime's own message.
+func unwrapORT(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"Error creating temporary session: ", "Error creating C session: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
+}
+
+var elemTypes = map[ort.TensorElementDataType]trt.DataType{
+	ort.TensorElementDataTypeFloat:   trt.Float32,
+	ort.TensorElementDataTypeFloat16: trt.Float16,
+	ort.TensorElementDataTypeInt8:    trt.Int8,
+	ort.TensorElementDataTypeUint8:   trt.Uint8,
+	ort.TensorElementDataTypeInt32:   trt.Int32,
+	ort.TensorElementDataTypeInt64:   trt.Int64,
+	ort.TensorElementDataTypeBool:    trt.Bool,
+}
+
+func ortType(d trt.DataType) ort.TensorElementDataType {
+	for k, v := range elemTypes {
+		if v == d {
+			return k
+		}
+	}
+	return ort.TensorElementDataTypeUndefined
+}
+
+// specs converts ONNX Runtime's I/O description, fixing dynamic dimensions
+// from shapes (inputs only).
+func specs(model, kind string, info []ort.InputOutputInfo, shapes map[string][]int64) ([]trt.TensorSpec, error) {
+	if len(info) == 0 {
+		return nil, fmt.Errorf("%w: onnx: model %q has no %ss", trt.ErrEngineInvalid, model, kind)
+	}
+	out := make([]trt.TensorSpec, len(info))
+	for i, in := range info {
+		if in.OrtValueType != ort.ONNXTypeTensor {
+			return nil, fmt.Errorf("%w: onnx: model %q %s %q is a %s; edged supports tensors only",
+				trt.ErrEngineInvalid, model, kind, in.Name, in.OrtValueType)
+		}
+		dt, ok := elemTypes[in.DataType]
+		if !ok {
+			return nil, fmt.Errorf("%w: onnx: model %q %s %q has element type %s; edged supports float32, float16, int8, uint8, int32, int64 and bool",
+				trt.ErrEngineInvalid, model, kind, in.Name, in.DataType)
+		}
+		s := trt.TensorSpec{Name: in.Name, Type: dt, Shape: append([]int64(nil), in.Dimensions...)}
+		if s.Elements() < 0 && kind == "input" {
+			if err := fix(model, kind, &s, shapes[in.Name]); err != nil {
+				return nil, err
+			}
+		}
+		if s.Elements() == 0 {
+			return nil, fmt.Errorf("%w: onnx: model %q %s %s has no elements", trt.ErrEngineInvalid, model, kind, s)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// fix fills the dynamic dimensions of s from want.
+func fix(model, kind string, s *trt.TensorSpec, want []int64) error {
+	kind = fmt.Sprintf("%s %q (%s)", kind, s.Name, s)
+	if want == nil {
+		return fmt.Errorf("%w: onnx: model %q %s has dynamic dimensions (?): give its full shape in the pipeline's configuration",
+			trt.ErrSignature, model, kind)
+	}
+	if len(want) != len(s.Shape) {
+		return fmt.Errorf("%w: onnx: model %q %s has %d dimensions; the configured shape %v has %d",
+			trt.ErrSignature, model, kind, len(s.Shape), want, len(want))
+	}
+	for i, d := range s.Shape {
+		switch {
+		case want[i] <= 0:
+			return fmt.Errorf("%w: onnx: model %q %s: configured shape %v has dimension %d = %d; dimensions must be positive",
+				trt.ErrSignature, model, kind, want, i, want[i])
+		case d >= 0 && d != want[i]:
+			return fmt.Errorf("%w: onnx: model %q %s: configured shape %v differs in dimension %d, which the model fixes to %d",
+				trt.ErrSignature, model, kind, want, i, d)
+		}
+	}
+	s.Shape = append(s.Shape[:0], want...)
+	return nil
+}
+
+func dynamic(ss []trt.TensorSpec) bool {
+	for _, s := range ss {
+		if s.Elements() < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func names(ss []trt.TensorSpec) []string {
+	n := make([]string, len(ss))
+	for i, s := range ss {
+		n[i] = s.Name
+	}
+	return n
+}
+
+// probeOutputs runs the model once on the (zeroed) input tensors and
+// returns the output specs with the shapes ONNX Runtime produced.
+func probeOutputs(model string, data []byte, so *ort.SessionOptions, in []trt.TensorSpec, inValues []ort.Value, out []trt.TensorSpec) ([]trt.TensorSpec, error) {
+	s, err := ort.NewDynamicAdvancedSessionWithONNXData(data, names(in), names(out), so)
+	if err != nil {
+		return nil, fmt.Errorf("%w: onnx: model %q: creating the session: %s", trt.ErrEngineInvalid, model, unwrapORT(err))
+	}
+	defer s.Destroy()
+	vals := make([]ort.Value, len(out))
+	defer func() {
+		for _, v := range vals {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}()
+	if err := s.Run(inValues, vals); err != nil {
+		return nil, fmt.Errorf("%w: onnx: model %q has dynamic output shapes and a probe inference failed: %s",
+			trt.ErrEngineInvalid, model, unwrapORT(err))
+	}
+	res := make([]trt.TensorSpec, len(out))
+	for i, v := range vals {
+		res[i] = trt.TensorSpec{Name: out[i].Name, Type: out[i].Type, Shape: []int64(v.GetShape())}
+		if res[i].Elements() <= 0 {
+			return nil, fmt.Errorf("%w: onnx: model %q output %s is empty on a probe inference; edged needs fixed output shapes",
+				trt.ErrEngineInvalid, model, res[i])
+		}
+	}
+	return res, nil
+}
+
+// engine is one ONNX Runtime session bound to its umem tensors.
+type engine struct {
+	name                string
+	inputs, outputs     []*trt.Tensor
+	inValues, outValues []ort.Value
+
+	mu      sync.Mutex // serialises Infer and Close
+	closed  bool
+	session *ort.AdvancedSession
+}
+
+// add allocates the memory of one tensor and wraps it in an ORT tensor that
+// uses that memory in place.
+func (e *engine) add(alloc umem.Allocator, s trt.TensorSpec, ts *[]*trt.Tensor, vals *[]ort.Value) error {
+	n := int(s.Bytes())
+	buf, err := alloc.Alloc(n)
+	if err != nil {
+		return fmt.Errorf("%w: onnx: model %q tensor %s (%d bytes): %w", trt.ErrMemory, e.name, s, n, err)
+	}
+	*ts = append(*ts, &trt.Tensor{TensorSpec: s, Buf: buf})
+	host, err := buf.Host()
+	if err != nil {
+		return fmt.Errorf("%w: onnx: model %q tensor %s: ONNX Runtime runs on the CPU and needs host-accessible memory, "+
+			"but the %s allocator gave %s memory: %w", trt.ErrBackend, e.name, s, alloc.Strategy(), buf.Kind(), err)
+	}
+	v, err := ort.NewCustomDataTensor(ort.NewShape(s.Shape...), host[:n:n], ortType(s.Type))
+	if err != nil {
+		return fmt.Errorf("%w: onnx: model %q tensor %s: %w", trt.ErrBackend, e.name, s, err)
+	}
+	*vals = append(*vals, v)
+	return nil
+}
+
+func (e *engine) Backend() string          { return BackendName }
+func (e *engine) Inputs() []*trt.Tensor    { return e.inputs }
+func (e *engine) Outputs() []*trt.Tensor   { return e.outputs }
+func (e *engine) String() string           { return "onnxruntime engine " + e.name }
+func (e *engine) tensors() [][]*trt.Tensor { return [][]*trt.Tensor{e.inputs, e.outputs} }
+
+// Infer runs the session on the bound tensors. It allocates nothing.
+func (e *engine) Infer(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return trt.ErrClosed
+	}
+	if err := e.session.Run(); err != nil {
+		return fmt.Errorf("onnx: model %q: %w", e.name, err)
+	}
+	return nil
+}
+
+// Close releases the session, the ORT tensors and their memory. It waits
+// for an Infer in progress and is idempotent.
+func (e *engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var errs []error
+	if e.session != nil {
+		errs = append(errs, e.session.Destroy())
+	}
+	for _, v := range e.inValues {
+		errs = append(errs, v.Destroy())
+	}
+	for _, v := range e.outValues {
+		errs = append(errs, v.Destroy())
+	}
+	for _, ts := range e.tensors() {
+		for _, t := range ts {
+			errs = append(errs, t.Buf.Release())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("onnx: closing model %q: %w", e.name, err)
+	}
+	return nil
+}

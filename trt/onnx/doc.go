@@ -1,0 +1,19 @@
+// Package onnx is the ONNX Runtime backend of trt: it loads .onnx models
+// (and the built-in demo model) on CPU-only hosts and CI, and serves as a
+// numeric reference for TensorRT results on the same inputs.
+//
+// The ONNX Runtime shared library is loaded at run time (through
+// github.com/yalue/onnxruntime_go, which dlopens it), so edged builds
+// without it. [FindLibrary] looks for it in the configured path,
+// $EDGED_ONNXRUNTIME_LIB, next to the binary and in the system library
+// paths. ONNX Runtime's environment is process-wide: the first [New] loads
+// the library and every later [Backend] must name the same file.
+//
+// An engine's tensors are allocated from the load options' umem allocator
+// and handed to ONNX Runtime in place: the session is bound to those
+// buffers once, so Infer copies nothing and allocates nothing on the Go
+// heap.
+//
+// The backend needs cgo on Linux; other builds get a stub whose New
+// returns an error wrapping trt.ErrBackend.
+package onnx
