@@ -201,3 +201,23 @@ type Backend interface {
 	Name() string
 	Load(ctx context.Context, model []byte, opts LoadOptions) (Engine, error)
 }
+
+func (s Signature) String() string {
+	var b strings.Builder
+	b.WriteString("in(")
+	for i, t := range s.Inputs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(t.String())
+	}
+	b.WriteString(") out(")
+	for i, t := range s.Outputs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(t.String())
+	}
+	b.WriteString(")")
+	return b.String()
+}

@@ -1,0 +1,405 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ErrConfig marks every configuration problem; edged exits with status 78
+// (EX_CONFIG) for errors that wrap it.
+var ErrConfig = errors.New("configuration error")
+
+// BuiltinPrefix marks model paths that name a model compiled into edged.
+const BuiltinPrefix = "builtin:"
+
+// Config is the whole configuration file. Its zero values are the
+// documented defaults, filled in by Load (see configs/edged.toml).
+type Config struct {
+	Daemon    DaemonConfig     `toml:"daemon"`
+	GPU       GPUConfig        `toml:"gpu"`
+	Sources   []SourceConfig   `toml:"source"`
+	Models    []ModelConfig    `toml:"model"`
+	Pipelines []PipelineConfig `toml:"pipeline"`
+	Sinks     []SinkConfig     `toml:"sink"`
+
+	// File is the path the configuration was read from ("" for the
+	// embedded default); relative paths inside it are resolved against
+	// its directory.
+	File string `toml:"-"`
+
+	idx *keyIndex // where each key is written, for later problems
+}
+
+// DaemonConfig is the [daemon] table.
+type DaemonConfig struct {
+	LogLevel       string   `toml:"log_level"`
+	LogFormat      string   `toml:"log_format"`
+	StateDir       string   `toml:"state_dir"`
+	MetricsListen  string   `toml:"metrics_listen"`
+	StopTimeout    Duration `toml:"stop_timeout"`
+	StallTimeout   Duration `toml:"stall_timeout"`
+	OnnxRuntimeLib string   `toml:"onnxruntime_lib"`
+}
+
+// GPUConfig is the [gpu] table.
+type GPUConfig struct {
+	Device int    `toml:"device"`
+	Memory string `toml:"memory"`
+	Strict bool   `toml:"strict"`
+}
+
+// SourceConfig is one [[source]].
+type SourceConfig struct {
+	Name     string `toml:"name"`
+	Kind     string `toml:"kind"`
+	Device   string `toml:"device"`
+	Optional bool   `toml:"optional"`
+
+	// Cameras (v4l2, synthetic, replay).
+	Width   int     `toml:"width"`
+	Height  int     `toml:"height"`
+	Format  string  `toml:"format"`
+	FPS     float64 `toml:"fps"`
+	Buffers int     `toml:"buffers"`
+	IO      string  `toml:"io"` // v4l2: auto | userptr | mmap
+
+	// Synthetic.
+	Seed   int64 `toml:"seed"`
+	Period int   `toml:"period"` // frames per background colour
+
+	// Replay.
+	Path string `toml:"path"`
+	Loop bool   `toml:"loop"`
+
+	// Serial sensors.
+	Baud     int      `toml:"baud"`
+	Protocol string   `toml:"protocol"` // nmea | csv | cobs
+	Columns  []string `toml:"columns"`  // csv and cobs value names
+	RingSize int      `toml:"ring"`     // samples kept for matching
+}
+
+// ModelConfig is one [[model]].
+type ModelConfig struct {
+	Name              string `toml:"name"`
+	Path              string `toml:"path"`
+	Backend           string `toml:"backend"` // auto | onnx | tensorrt
+	Reload            *bool  `toml:"reload"`
+	Threads           int    `toml:"threads"`
+	VersionCompatible bool   `toml:"version_compatible"`
+}
+
+// ReloadEnabled reports whether the model file is watched (default true).
+func (m *ModelConfig) ReloadEnabled() bool { return m.Reload == nil || *m.Reload }
+
+// Builtin reports whether the model is compiled into edged, and its name.
+func (m *ModelConfig) Builtin() (string, bool) {
+	return strings.CutPrefix(m.Path, BuiltinPrefix)
+}
+
+// PipelineConfig is one [[pipeline]].
+type PipelineConfig struct {
+	Name         string              `toml:"name"`
+	Source       string              `toml:"source"`
+	Model        string              `toml:"model"`
+	Sensors      []string            `toml:"sensors"`
+	SensorWindow Duration            `toml:"sensor_window"`
+	Schedule     string              `toml:"schedule"` // latest | queue
+	Queue        int                 `toml:"queue"`
+	Sinks        []string            `toml:"sinks"`
+	Preprocess   PreprocessConfig    `toml:"preprocess"`
+	Postprocess  []PostprocessConfig `toml:"postprocess"`
+}
+
+// PreprocessConfig is [pipeline.preprocess].
+type PreprocessConfig struct {
+	Input  string    `toml:"input"`  // engine input tensor; "" = the first
+	Resize string    `toml:"resize"` // stretch | letterbox
+	Color  string    `toml:"color"`  // rgb | bgr
+	Scale  float64   `toml:"scale"`
+	Mean   []float64 `toml:"mean"`
+	Std    []float64 `toml:"std"`
+	Width  int       `toml:"width"`  // for engines with dynamic input size
+	Height int       `toml:"height"` // for engines with dynamic input size
+}
+
+// PostprocessConfig is one [[pipeline.postprocess]].
+type PostprocessConfig struct {
+	Output         string   `toml:"output"`
+	Kind           string   `toml:"kind"` // raw | topk | detections
+	K              int      `toml:"k"`
+	Softmax        bool     `toml:"softmax"`
+	Labels         []string `toml:"labels"`
+	MaxValues      int      `toml:"max_values"`
+	ScoreThreshold float64  `toml:"score_threshold"`
+	IOUThreshold   float64  `toml:"iou_threshold"`
+	MaxDetections  int      `toml:"max_detections"`
+}
+
+// SinkConfig is one [[sink]].
+type SinkConfig struct {
+	Name   string `toml:"name"`
+	Kind   string `toml:"kind"` // socket | serial
+	Format string `toml:"format"`
+
+	// Socket.
+	Path         string   `toml:"path"`
+	Mode         string   `toml:"mode"`
+	Group        string   `toml:"group"`
+	MaxClients   int      `toml:"max_clients"`
+	ClientQueue  int      `toml:"client_queue"`
+	WriteTimeout Duration `toml:"write_timeout"`
+	AllowUIDs    []int    `toml:"allow_uids"`
+	AllowGIDs    []int    `toml:"allow_gids"`
+
+	// Serial.
+	Device        string `toml:"device"`
+	Baud          int    `toml:"baud"`
+	DataBits      int    `toml:"data_bits"`
+	Parity        string `toml:"parity"`
+	StopBits      int    `toml:"stop_bits"`
+	Queue         int    `toml:"queue"`
+	MaxFrameBytes int    `toml:"max_frame_bytes"`
+}
+
+// Duration is a time.Duration written as a string such as "250ms".
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use a number with a unit, such as \"250ms\" or \"5s\")", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Problem is one thing wrong with a configuration, located in its file.
+type Problem struct {
+	File      string
+	Line, Col int
+	Key       string // key path, e.g. pipeline[0].model
+	Msg       string
+}
+
+func (p Problem) Error() string {
+	var b strings.Builder
+	if p.File != "" {
+		b.WriteString(p.File)
+		b.WriteByte(':')
+	}
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "%d:%d:", p.Line, p.Col)
+	}
+	if b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	if p.Key != "" {
+		b.WriteString(p.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// ConfigError lists every problem found in one file. It wraps ErrConfig.
+type ConfigError struct{ Problems []Problem }
+
+func (e *ConfigError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.Is(err, ErrConfig) hold.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+// LoadFile reads, decodes, defaults and validates a configuration file.
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{Problems: []Problem{{File: path, Msg: fmt.Sprintf("cannot read configuration: %v", errors.Unwrap(err))}}}
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes, defaults and validates configuration text. name is used in
+// messages and to resolve relative paths ("" for the embedded default).
+func Parse(name string, data []byte) (*Config, error) {
+	idx := indexKeys(data)
+	// Decode in two steps so that a type error names the array element it
+	// happened in: first into primitives, then each section on its own.
+	var raw struct {
+		Daemon    toml.Primitive   `toml:"daemon"`
+		GPU       toml.Primitive   `toml:"gpu"`
+		Sources   []toml.Primitive `toml:"source"`
+		Models    []toml.Primitive `toml:"model"`
+		Pipelines []toml.Primitive `toml:"pipeline"`
+		Sinks     []toml.Primitive `toml:"sink"`
+	}
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
+	if err != nil {
+		return nil, &ConfigError{Problems: []Problem{decodeProblem(name, idx, "", err)}}
+	}
+	cfg := &Config{File: name, idx: idx}
+	var probs []Problem
+	dec := func(prefix string, p toml.Primitive, v any) {
+		if err := md.PrimitiveDecode(p, v); err != nil {
+			probs = append(probs, decodeProblem(name, idx, prefix, err))
+		}
+	}
+	dec("daemon", raw.Daemon, &cfg.Daemon)
+	dec("gpu", raw.GPU, &cfg.GPU)
+	cfg.Sources = make([]SourceConfig, len(raw.Sources))
+	for i, p := range raw.Sources {
+		dec(fmt.Sprintf("source[%d]", i), p, &cfg.Sources[i])
+	}
+	cfg.Models = make([]ModelConfig, len(raw.Models))
+	for i, p := range raw.Models {
+		dec(fmt.Sprintf("model[%d]", i), p, &cfg.Models[i])
+	}
+	cfg.Pipelines = make([]PipelineConfig, len(raw.Pipelines))
+	for i, p := range raw.Pipelines {
+		dec(fmt.Sprintf("pipeline[%d]", i), p, &cfg.Pipelines[i])
+	}
+	cfg.Sinks = make([]SinkConfig, len(raw.Sinks))
+	for i, p := range raw.Sinks {
+		dec(fmt.Sprintf("sink[%d]", i), p, &cfg.Sinks[i])
+	}
+	seen := map[string]int{}
+	for _, k := range md.Undecoded() {
+		plain := k.String()
+		path := idx.occurrence(plain, seen[plain])
+		seen[plain]++
+		line, col := idx.pos(path)
+		probs = append(probs, Problem{File: name, Line: line, Col: col, Key: path,
+			Msg: "unknown key (check the spelling; every key is listed in configs/edged.toml)"})
+	}
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, &ConfigError{Problems: probs}
+	}
+	cfg.applyDefaults()
+	if probs := cfg.validate(idx); len(probs) > 0 {
+		sortProblems(probs)
+		return nil, &ConfigError{Problems: probs}
+	}
+	return cfg, nil
+}
+
+// decodeProblem locates a decoder error. prefix is the indexed path of the
+// section being decoded ("" for the whole file).
+func decodeProblem(name string, idx *keyIndex, prefix string, err error) Problem {
+	p := Problem{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+	lastKey := ""
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		p.Line, p.Col, p.Msg, lastKey = pe.Position.Line, pe.Position.Col, pe.Message, pe.LastKey
+	} else if i := strings.Index(p.Msg, "(last key \""); i >= 0 {
+		rest := p.Msg[i+len("(last key \""):]
+		if j := strings.Index(rest, "\")"); j >= 0 {
+			lastKey = rest[:j]
+			p.Msg = strings.TrimSpace(strings.TrimPrefix(rest[j+2:], ":"))
+		}
+	}
+	if prefix == "" {
+		// A syntax error: the decoder's last key is merely the last one it
+		// read, so only its position is reported.
+		lastKey = ""
+	}
+	if lastKey != "" {
+		p.Key = idx.within(prefix, lastKey)
+		// The decoder's own position is exact for syntax errors; for
+		// type errors it only knows the line, so use where the key is.
+		if l, c := idx.pos(p.Key); l > 0 && (p.Line == 0 || p.Line == l) {
+			p.Line, p.Col = l, c
+		}
+	} else if prefix != "" {
+		p.Key = prefix
+		p.Line, p.Col = idx.pos(prefix)
+	}
+	if p.Line > 0 && p.Col == 0 {
+		p.Col = 1
+	}
+	return p
+}
+
+func sortProblems(ps []Problem) {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return a.Col - b.Col
+	})
+}
+
+// Resolve turns a path from the configuration into an absolute one,
+// relative to the configuration file's folder.
+func (c *Config) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, BuiltinPrefix) {
+		return p
+	}
+	if c.File == "" {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.File), p)
+}
+
+// Source returns the source named n.
+func (c *Config) Source(n string) *SourceConfig {
+	for i := range c.Sources {
+		if c.Sources[i].Name == n {
+			return &c.Sources[i]
+		}
+	}
+	return nil
+}
+
+// Model returns the model named n.
+func (c *Config) Model(n string) *ModelConfig {
+	for i := range c.Models {
+		if c.Models[i].Name == n {
+			return &c.Models[i]
+		}
+	}
+	return nil
+}
+
+// Sink returns the sink named n.
+func (c *Config) Sink(n string) *SinkConfig {
+	for i := range c.Sinks {
+		if c.Sinks[i].Name == n {
+			return &c.Sinks[i]
+		}
+	}
+	return nil
+}
+
+// IsCamera reports whether a source kind produces frames.
+func IsCamera(kind string) bool { return kind == "v4l2" || kind == "synthetic" || kind == "replay" }
+
+// ParseMode parses a socket file mode such as "0660".
+func ParseMode(s string) (os.FileMode, error) {
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || v > 0o777 {
+		return 0, fmt.Errorf("invalid file mode %q (use octal permission bits such as \"0660\")", s)
+	}
+	return os.FileMode(v), nil
+}

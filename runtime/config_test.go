@@ -1,0 +1,310 @@
+package runtime
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/edged-dev/edged/configs"
+)
+
+// TestShippedConfigs loads every file in configs/: the embedded default and
+// each example must decode and validate.
+func TestShippedConfigs(t *testing.T) {
+	cfg, err := Parse("", configs.Default)
+	if err != nil {
+		t.Fatalf("embedded default: %v", err)
+	}
+	if err := cfg.CheckFiles(); err != nil {
+		t.Fatalf("embedded default names files that do not exist: %v", err)
+	}
+	files, err := filepath.Glob("../configs/examples/*.toml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("examples: %v %v", files, err)
+	}
+	files = append(files, "../configs/edged.toml")
+	for _, f := range files {
+		if _, err := LoadFile(f); err != nil {
+			t.Errorf("%s:\n%v", f, err)
+		}
+	}
+}
+
+// TestDefaultDocumentsEveryKey checks that configs/edged.toml mentions every
+// key the schema has (set or commented out).
+func TestDefaultDocumentsEveryKey(t *testing.T) {
+	text := string(configs.Default)
+	var walk func(rt reflect.Type, where string)
+	walk = func(rt reflect.Type, where string) {
+		for i := 0; i < rt.NumField(); i++ {
+			f := rt.Field(i)
+			tag := f.Tag.Get("toml")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Slice || ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(Duration{}) {
+				if !regexp.MustCompile(`\[\[?(\w+\.)?` + tag + `\]\]?`).MatchString(text) {
+					t.Errorf("table [%s] (%s) not documented in configs/edged.toml", tag, where)
+				}
+				walk(ft, tag)
+				continue
+			}
+			if !regexp.MustCompile(`(?m)^#?\s*` + tag + ` = `).MatchString(text) {
+				t.Errorf("key %s.%s not documented in configs/edged.toml", where, tag)
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+}
+
+// TestDocumentedDefaultsAreTheDefaults parses a minimal configuration and
+// checks that the defaults filled in equal the values written in the
+// embedded default file.
+func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
+	full, err := Parse("", configs.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minimal, err := Parse("", []byte(`
+[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 640
+height = 480
+[[model]]
+name = "demo"
+path = "builtin:demo"
+[[pipeline]]
+name = "demo"
+source = "cam0"
+model = "demo"
+sinks = ["local"]
+[[pipeline.postprocess]]
+output = "class"
+kind = "topk"
+labels = ["red", "green", "blue", "yellow", "cyan", "magenta", "orange", "grey"]
+[[pipeline.postprocess]]
+output = "centroid"
+[[sink]]
+name = "local"
+kind = "socket"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(full.Daemon, minimal.Daemon) {
+		t.Errorf("[daemon] defaults differ:\nfile:     %+v\ndefaults: %+v", full.Daemon, minimal.Daemon)
+	}
+	if !reflect.DeepEqual(full.GPU, minimal.GPU) {
+		t.Errorf("[gpu] defaults differ: %+v vs %+v", full.GPU, minimal.GPU)
+	}
+	fs, ms := full.Sources[0], minimal.Sources[0]
+	fs.Seed, fs.FPS = 0, 0 // set explicitly in the file (30 fps, seed 1), not defaults
+	ms.Seed, ms.FPS = 0, 0
+	if !reflect.DeepEqual(fs, ms) {
+		t.Errorf("[[source]] defaults differ:\nfile:     %+v\ndefaults: %+v", fs, ms)
+	}
+	fm, mm := full.Models[0], minimal.Models[0]
+	fm.Reload, mm.Reload = nil, nil
+	if !reflect.DeepEqual(fm, mm) || !full.Models[0].ReloadEnabled() || !minimal.Models[0].ReloadEnabled() {
+		t.Errorf("[[model]] defaults differ: %+v vs %+v", fm, mm)
+	}
+	fp, mp := full.Pipelines[0], minimal.Pipelines[0]
+	if fp.Sensors == nil {
+		fp.Sensors = []string{}
+	}
+	mp.Sensors = []string{}
+	if !reflect.DeepEqual(fp, mp) {
+		t.Errorf("[[pipeline]] defaults differ:\nfile:     %+v\ndefaults: %+v", fp, mp)
+	}
+	fk, mk := full.Sinks[0], minimal.Sinks[0]
+	fk.AllowUIDs, fk.AllowGIDs = nil, nil
+	if !reflect.DeepEqual(fk, mk) {
+		t.Errorf("[[sink]] defaults differ:\nfile:     %+v\ndefaults: %+v", fk, mk)
+	}
+}
+
+func TestBadConfigs(t *testing.T) {
+	dir := t.TempDir()
+	base := `
+[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+
+[[model]]
+name = "demo"
+path = "builtin:demo"
+
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "demo"
+sinks = ["s"]
+
+[[sink]]
+name = "s"
+kind = "socket"
+path = "` + filepath.Join(dir, "s.sock") + `"
+`
+	cases := []struct {
+		name, text string
+		want       []string // substrings of the message, in order of problems
+	}{
+		{"unknown key", strings.Replace(base, `width = 64`, `widht = 64`, 1),
+			[]string{`:5:1: source[0].widht: unknown key`}},
+		{"unknown table key in second pipeline", base + `
+[[pipeline]]
+name = "q"
+source = "cam0"
+model = "demo"
+sinks = ["s"]
+schedul = "latest"
+`, []string{`:28:1: pipeline[1].schedul: unknown key`}},
+		{"wrong type", strings.Replace(base, `width = 64`, `width = "wide"`, 1),
+			[]string{`:5:1: source[0].width: `, `incompatible types`}},
+		{"wrong type in second element", base + `
+[[source]]
+name = "cam1"
+kind = "synthetic"
+fps = "fast"
+`, []string{`:26:1: source[1].fps: `}},
+		{"syntax", base + "\n[daemon\n", []string{`:24:8: expected '.' or ']' to end table name`}},
+		{"duplicate names", base + `
+[[sink]]
+name = "s"
+kind = "socket"
+`, []string{`:24:1: sink[1].name: duplicate name "s" (also used by sink[0])`}},
+		{"dangling references", strings.Replace(strings.Replace(base, `model = "demo"`+"\n"+`sinks`, `model = "nope"`+"\n"+`sinks`, 1), `sinks = ["s"]`, `sinks = ["s", "t"]`, 1),
+			[]string{`:15:1: pipeline[0].model: no [[model]] named "nope"`, `:16:1: pipeline[0].sinks: sinks[1]: no [[sink]] named "t"`}},
+		{"several problems at once", strings.Replace(strings.Replace(base, `kind = "socket"`, `kind = "sockt"`, 1), `width = 64`, `width = -1`, 1),
+			[]string{`source[0].width: width and height`, `sink[0].kind: "sockt" is not one of`}},
+		{"bad enum in inline position", strings.Replace(base, `[[sink]]`, "[pipeline.preprocess]\nresize = \"squash\"\n\n[[sink]]", 1),
+			[]string{`:19:1: pipeline[0].preprocess.resize: "squash" is not one of "stretch", "letterbox"`}},
+		{"world-writable socket", strings.Replace(base, `kind = "socket"`, "kind = \"socket\"\nmode = \"0666\"", 1),
+			[]string{`sink[0].mode: 0666 lets every user`}},
+		{"no pipeline", "[daemon]\n", []string{`no [[pipeline]] defined`}},
+		{"serial source as pipeline source", strings.Replace(base, `kind = "synthetic"`, "kind = \"serial\"\ndevice = \"/dev/null\"", 1),
+			[]string{`pipeline[0].source: source "cam0" is a serial sensor`}},
+		{"bad duration", strings.Replace(base, `[[source]]`, "[daemon]\nstop_timeout = \"soon\"\n\n[[source]]", 1),
+			[]string{`:3:1: daemon.stop_timeout: `, `invalid duration "soon"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(dir, "edged.toml")
+			if err := os.WriteFile(f, []byte(c.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadFile(f)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("not a config error: %v", err)
+			}
+			msg := err.Error()
+			rest := msg
+			for _, w := range c.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("message lacks %q:\n%s", w, msg)
+				}
+				rest = rest[i+len(w):]
+			}
+			if !strings.HasPrefix(msg, f) {
+				t.Errorf("message does not start with the file name:\n%s", msg)
+			}
+		})
+	}
+}
+
+func TestMissingModelFile(t *testing.T) {
+	dir := t.TempDir()
+	text := `
+[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+[[model]]
+name = "m"
+path = "models/none.onnx"
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "m"
+sinks = ["s"]
+[[sink]]
+name = "s"
+kind = "socket"
+`
+	f := filepath.Join(dir, "edged.toml")
+	os.WriteFile(f, []byte(text), 0o644)
+	cfg, err := LoadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.CheckFiles()
+	want := f + ":9:1: model[0].path: model file " + filepath.Join(dir, "models/none.onnx") + ": no such file or directory"
+	if err == nil || !errors.Is(err, ErrConfig) || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+	if got := cfg.Resolve("models/x.engine"); got != filepath.Join(dir, "models/x.engine") {
+		t.Errorf("Resolve: %s", got)
+	}
+}
+
+func TestConfigRoundTrip(t *testing.T) {
+	cfg, err := Parse("", configs.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := EncodeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("", []byte(text))
+	if err != nil {
+		t.Fatalf("printed configuration does not load:\n%v\n%s", err, text)
+	}
+	if !equalConfig(cfg, again) {
+		t.Error("printed configuration differs after a round trip")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(configs.Default)
+	f.Add([]byte("[[pipeline]]\nname = 1\n"))
+	f.Add([]byte("[daemon]\nstop_timeout = \"1s\"\n[[source]]\n[[source.x]]\ny = {a = 1, b = [1,2]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.toml", data)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("error is not a ConfigError with problems: %v", err)
+			}
+			return
+		}
+		// An accepted configuration prints and reloads to the same thing.
+		text, err := EncodeConfig(cfg)
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		again, err := Parse("fuzz.toml", []byte(text))
+		if err != nil {
+			t.Fatalf("printed configuration rejected: %v\n%s", err, text)
+		}
+		if !equalConfig(cfg, again) {
+			t.Fatalf("round trip changed the configuration")
+		}
+	})
+}

@@ -1,0 +1,563 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/umem"
+)
+
+// Defaults. configs/edged.toml documents each of them; a test checks that
+// the two agree.
+const (
+	DefaultStopTimeout   = 5 * time.Second
+	DefaultStallTimeout  = 10 * time.Second
+	DefaultSensorWindow  = 50 * time.Millisecond
+	DefaultWriteTimeout  = 5 * time.Second
+	DefaultBuffers       = 4
+	DefaultPeriod        = 30
+	DefaultBaud          = 115200
+	DefaultRing          = 256
+	DefaultQueue         = 4
+	DefaultMaxClients    = 16
+	DefaultClientQueue   = 256
+	DefaultSerialQueue   = 64
+	DefaultMaxFrameBytes = 1024
+	DefaultMaxValues     = 1024
+	DefaultMode          = "0660"
+)
+
+func (c *Config) applyDefaults() {
+	d := &c.Daemon
+	def(&d.LogLevel, "info")
+	def(&d.LogFormat, "text")
+	if d.StopTimeout.Duration == 0 {
+		d.StopTimeout.Duration = DefaultStopTimeout
+	}
+	if d.StallTimeout.Duration == 0 {
+		d.StallTimeout.Duration = DefaultStallTimeout
+	}
+	def(&c.GPU.Memory, string(umem.StrategyAuto))
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		switch s.Kind {
+		case "v4l2", "synthetic", "replay":
+			if s.Buffers == 0 {
+				s.Buffers = DefaultBuffers
+			}
+			if s.Kind != "replay" {
+				def(&s.Format, "YUYV")
+			}
+			if s.Kind == "synthetic" && s.Period == 0 {
+				s.Period = DefaultPeriod
+			}
+			if s.Kind == "v4l2" {
+				def(&s.IO, "auto")
+			}
+		case "serial":
+			if s.Baud == 0 {
+				s.Baud = DefaultBaud
+			}
+			def(&s.Protocol, "nmea")
+			if s.RingSize == 0 {
+				s.RingSize = DefaultRing
+			}
+		}
+	}
+	for i := range c.Models {
+		def(&c.Models[i].Backend, "auto")
+	}
+	for i := range c.Pipelines {
+		p := &c.Pipelines[i]
+		def(&p.Schedule, "latest")
+		if p.Queue == 0 {
+			p.Queue = DefaultQueue
+		}
+		if p.SensorWindow.Duration == 0 {
+			p.SensorWindow.Duration = DefaultSensorWindow
+		}
+		pp := &p.Preprocess
+		def(&pp.Resize, "stretch")
+		def(&pp.Color, "rgb")
+		if pp.Scale == 0 {
+			pp.Scale = 1.0 / 255
+		}
+		if pp.Mean == nil {
+			pp.Mean = []float64{0, 0, 0}
+		}
+		if pp.Std == nil {
+			pp.Std = []float64{1, 1, 1}
+		}
+		for j := range p.Postprocess {
+			q := &p.Postprocess[j]
+			def(&q.Kind, "raw")
+			switch q.Kind {
+			case "raw":
+				if q.MaxValues == 0 {
+					q.MaxValues = DefaultMaxValues
+				}
+			case "topk":
+				if q.K == 0 {
+					q.K = 1
+				}
+			case "detections":
+				if q.ScoreThreshold == 0 {
+					q.ScoreThreshold = 0.25
+				}
+				if q.IOUThreshold == 0 {
+					q.IOUThreshold = 0.45
+				}
+				if q.MaxDetections == 0 {
+					q.MaxDetections = 100
+				}
+			}
+		}
+	}
+	for i := range c.Sinks {
+		s := &c.Sinks[i]
+		switch s.Kind {
+		case "socket":
+			def(&s.Path, DefaultSocketPath())
+			def(&s.Format, "ndjson")
+			def(&s.Mode, DefaultMode)
+			if s.MaxClients == 0 {
+				s.MaxClients = DefaultMaxClients
+			}
+			if s.ClientQueue == 0 {
+				s.ClientQueue = DefaultClientQueue
+			}
+			if s.WriteTimeout.Duration == 0 {
+				s.WriteTimeout.Duration = DefaultWriteTimeout
+			}
+		case "serial":
+			def(&s.Format, "cobs-cbor")
+			if s.Baud == 0 {
+				s.Baud = DefaultBaud
+			}
+			if s.DataBits == 0 {
+				s.DataBits = 8
+			}
+			def(&s.Parity, "none")
+			if s.StopBits == 0 {
+				s.StopBits = 1
+			}
+			if s.Queue == 0 {
+				s.Queue = DefaultSerialQueue
+			}
+			if s.MaxFrameBytes == 0 {
+				s.MaxFrameBytes = DefaultMaxFrameBytes
+			}
+		}
+	}
+}
+
+// DefaultSocketPath is where a socket sink with no path listens:
+// $XDG_RUNTIME_DIR/edged.sock, else edged.sock in the working directory.
+func DefaultSocketPath() string {
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			return filepath.Join(dir, "edged.sock")
+		}
+	}
+	if abs, err := filepath.Abs("edged.sock"); err == nil {
+		return abs
+	}
+	return "edged.sock"
+}
+
+func def(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+// checker collects problems with positions.
+type checker struct {
+	file  string
+	idx   *keyIndex
+	probs []Problem
+}
+
+func (k *checker) add(path, format string, args ...any) {
+	line, col := k.idx.pos(path)
+	k.probs = append(k.probs, Problem{File: k.file, Line: line, Col: col, Key: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (k *checker) oneOf(path, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		k.add(path, "%q is not one of %s", v, quoteList(allowed))
+	}
+}
+
+func quoteList(s []string) string {
+	q := make([]string, len(s))
+	for i, v := range s {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	return strings.Join(q, ", ")
+}
+
+func (k *checker) unique(kind string, names []string) {
+	seen := map[string]int{}
+	for i, n := range names {
+		path := fmt.Sprintf("%s[%d].name", kind, i)
+		switch {
+		case n == "":
+			k.add(fmt.Sprintf("%s[%d]", kind, i), "missing name")
+		case strings.ContainsAny(n, " \t\n\"\\"):
+			k.add(path, "name %q must not contain spaces, quotes or backslashes", n)
+		default:
+			if j, dup := seen[n]; dup {
+				k.add(path, "duplicate name %q (also used by %s[%d])", n, kind, j)
+			} else {
+				seen[n] = i
+			}
+		}
+	}
+}
+
+func (c *Config) validate(idx *keyIndex) []Problem {
+	k := &checker{file: c.File, idx: idx}
+	d := c.Daemon
+	k.oneOf("daemon.log_level", d.LogLevel, "debug", "info", "warn", "error")
+	k.oneOf("daemon.log_format", d.LogFormat, "text", "json")
+	if d.StopTimeout.Duration < 0 {
+		k.add("daemon.stop_timeout", "must be positive")
+	}
+	if d.StallTimeout.Duration < time.Second {
+		k.add("daemon.stall_timeout", "must be at least 1s (it is how long a pipeline may make no progress before the systemd watchdog pings stop)")
+	}
+	if d.MetricsListen != "" && !strings.HasPrefix(d.MetricsListen, "unix:") && !strings.Contains(d.MetricsListen, ":") {
+		k.add("daemon.metrics_listen", "%q is neither host:port nor unix:/path", d.MetricsListen)
+	}
+	if _, err := umem.ParseStrategy(c.GPU.Memory); err != nil {
+		k.add("gpu.memory", "%q is not one of \"auto\", \"managed\", \"pinned\", \"mapped\", \"device\", \"host\"", c.GPU.Memory)
+	}
+	if c.GPU.Device < 0 {
+		k.add("gpu.device", "must not be negative")
+	}
+
+	names := func(n int, f func(int) string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = f(i)
+		}
+		return out
+	}
+	k.unique("source", names(len(c.Sources), func(i int) string { return c.Sources[i].Name }))
+	k.unique("model", names(len(c.Models), func(i int) string { return c.Models[i].Name }))
+	k.unique("pipeline", names(len(c.Pipelines), func(i int) string { return c.Pipelines[i].Name }))
+	k.unique("sink", names(len(c.Sinks), func(i int) string { return c.Sinks[i].Name }))
+
+	for i := range c.Sources {
+		c.checkSource(k, i)
+	}
+	for i := range c.Models {
+		c.checkModel(k, i)
+	}
+	for i := range c.Sinks {
+		c.checkSink(k, i)
+	}
+	if len(c.Pipelines) == 0 {
+		k.add("", "no [[pipeline]] defined: edged needs at least one pipeline (source -> model -> sinks)")
+	}
+	for i := range c.Pipelines {
+		c.checkPipeline(k, i)
+	}
+	return k.probs
+}
+
+func (c *Config) checkSource(k *checker, i int) {
+	s := &c.Sources[i]
+	at := func(key string) string { return fmt.Sprintf("source[%d].%s", i, key) }
+	switch s.Kind {
+	case "v4l2", "synthetic", "replay":
+		if s.Kind == "v4l2" && s.Device == "" {
+			k.add(at("device"), "missing: a V4L2 source needs device = \"/dev/videoN\" or a stable /dev/v4l/by-id/... path")
+		}
+		if s.Kind == "replay" && s.Path == "" {
+			k.add(at("path"), "missing: a replay source needs path = a recording file or an image folder")
+		}
+		if s.Kind != "replay" || s.Width != 0 || s.Height != 0 {
+			if s.Width <= 0 || s.Height <= 0 || s.Width > 16384 || s.Height > 16384 {
+				k.add(at("width"), "width and height must be between 1 and 16384 (got %dx%d)", s.Width, s.Height)
+			}
+		}
+		if s.Format != "" {
+			if _, err := sensors.ParsePixelFormat(s.Format); err != nil {
+				k.add(at("format"), "%q is not one of \"YUYV\", \"UYVY\", \"NV12\", \"GREY\", \"RGB24\", \"BGR24\", \"MJPEG\"", s.Format)
+			}
+		}
+		if s.FPS < 0 || s.FPS > 1000 || math.IsNaN(s.FPS) {
+			k.add(at("fps"), "must be between 0 (free-running) and 1000")
+		}
+		if s.Buffers < 2 || s.Buffers > 32 {
+			k.add(at("buffers"), "must be between 2 and 32")
+		}
+		if s.Kind == "v4l2" {
+			k.oneOf(at("io"), s.IO, "auto", "userptr", "mmap")
+		}
+		if s.Period < 0 {
+			k.add(at("period"), "must not be negative")
+		}
+	case "serial":
+		if s.Device == "" {
+			k.add(at("device"), "missing: a serial source needs device = \"/dev/ttyUSB0\" or a stable /dev/serial/by-id/... path")
+		}
+		if s.Baud <= 0 {
+			k.add(at("baud"), "must be positive")
+		}
+		k.oneOf(at("protocol"), s.Protocol, "nmea", "csv", "cobs")
+		if (s.Protocol == "csv" || s.Protocol == "cobs") && len(s.Columns) == 0 {
+			k.add(at("columns"), "missing: protocol %q needs columns = [\"ax\", \"ay\", ...] naming the values", s.Protocol)
+		}
+		if len(s.Columns) > sensors.MaxSampleValues {
+			k.add(at("columns"), "at most %d columns", sensors.MaxSampleValues)
+		}
+		if s.RingSize < 1 || s.RingSize > 65536 {
+			k.add(at("ring"), "must be between 1 and 65536")
+		}
+	case "":
+		k.add(fmt.Sprintf("source[%d]", i), "missing kind (\"v4l2\", \"synthetic\", \"replay\" or \"serial\")")
+	default:
+		k.add(at("kind"), "%q is not one of \"v4l2\", \"synthetic\", \"replay\", \"serial\"", s.Kind)
+	}
+}
+
+func (c *Config) checkModel(k *checker, i int) {
+	m := &c.Models[i]
+	at := func(key string) string { return fmt.Sprintf("model[%d].%s", i, key) }
+	k.oneOf(at("backend"), m.Backend, "auto", "onnx", "tensorrt")
+	if m.Threads < 0 {
+		k.add(at("threads"), "must not be negative")
+	}
+	switch name, builtin := m.Builtin(); {
+	case m.Path == "":
+		k.add(fmt.Sprintf("model[%d]", i), "missing path (a .onnx, .engine or .plan file, or \"builtin:demo\")")
+	case builtin:
+		if !slices.Contains(BuiltinModels(), name) {
+			k.add(at("path"), "no built-in model %q (built in: %s)", name, strings.Join(BuiltinModels(), ", "))
+		}
+	default:
+		if _, err := ModelBackend(m); err != nil {
+			k.add(at("path"), "%v", err)
+		}
+	}
+}
+
+// CheckFiles reports model files that do not exist or cannot be read. It is
+// separate from the schema validation in Parse so that example
+// configurations can be validated on machines without their models.
+func (c *Config) CheckFiles() error {
+	k := &checker{file: c.File, idx: c.idx}
+	if k.idx == nil {
+		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		if _, builtin := m.Builtin(); builtin || m.Path == "" {
+			continue
+		}
+		at := fmt.Sprintf("model[%d].path", i)
+		p := c.Resolve(m.Path)
+		f, err := os.Open(p)
+		if err != nil {
+			k.add(at, "model file %s: %v", p, errCause(err))
+			continue
+		}
+		st, err := f.Stat()
+		f.Close()
+		if err == nil && st.IsDir() {
+			k.add(at, "model file %s is a directory", p)
+		}
+	}
+	if len(k.probs) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: k.probs}
+}
+
+// errCause strips the path from an *os.PathError for messages that already
+// name the path.
+func errCause(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// ModelBackend picks the backend for a model: from config, else by file type.
+func ModelBackend(m *ModelConfig) (string, error) {
+	if m.Backend != "" && m.Backend != "auto" {
+		return m.Backend, nil
+	}
+	if _, ok := m.Builtin(); ok {
+		return "onnx", nil
+	}
+	switch ext := strings.ToLower(fileExt(m.Path)); ext {
+	case ".onnx":
+		return "onnx", nil
+	case ".engine", ".plan", ".trt":
+		return "tensorrt", nil
+	default:
+		return "", fmt.Errorf("cannot tell the backend from the file name %q: use .onnx (ONNX Runtime) or .engine/.plan (TensorRT), or set backend", m.Path)
+	}
+}
+
+func fileExt(p string) string {
+	if i := strings.LastIndexByte(p, '.'); i >= 0 && !strings.ContainsRune(p[i:], '/') {
+		return p[i:]
+	}
+	return ""
+}
+
+func (c *Config) checkSink(k *checker, i int) {
+	s := &c.Sinks[i]
+	at := func(key string) string { return fmt.Sprintf("sink[%d].%s", i, key) }
+	switch s.Kind {
+	case "socket":
+		k.oneOf(at("format"), s.Format, "ndjson", "cbor")
+		if m, err := ParseMode(s.Mode); err != nil {
+			k.add(at("mode"), "%v", err)
+		} else if m&0o002 != 0 {
+			k.add(at("mode"), "%s lets every user on the machine write to the socket; use \"0660\" with a group", s.Mode)
+		}
+		if s.MaxClients < 1 || s.MaxClients > 1024 {
+			k.add(at("max_clients"), "must be between 1 and 1024")
+		}
+		if s.ClientQueue < 1 || s.ClientQueue > 65536 {
+			k.add(at("client_queue"), "must be between 1 and 65536")
+		}
+		if s.WriteTimeout.Duration <= 0 {
+			k.add(at("write_timeout"), "must be positive")
+		}
+	case "serial":
+		if s.Device == "" {
+			k.add(at("device"), "missing: a serial sink needs device = \"/dev/ttyTHS0\" or a stable /dev/serial/by-id/... path")
+		}
+		k.oneOf(at("format"), s.Format, "cobs-cbor", "ndjson")
+		if s.Baud <= 0 {
+			k.add(at("baud"), "must be positive")
+		}
+		if s.DataBits < 5 || s.DataBits > 8 {
+			k.add(at("data_bits"), "must be between 5 and 8")
+		}
+		k.oneOf(at("parity"), s.Parity, "none", "odd", "even", "mark", "space")
+		if s.StopBits != 1 && s.StopBits != 2 {
+			k.add(at("stop_bits"), "must be 1 or 2")
+		}
+		if s.Queue < 1 || s.Queue > 65536 {
+			k.add(at("queue"), "must be between 1 and 65536")
+		}
+		if s.MaxFrameBytes < 64 || s.MaxFrameBytes > 1<<20 {
+			k.add(at("max_frame_bytes"), "must be between 64 and 1048576")
+		}
+	case "":
+		k.add(fmt.Sprintf("sink[%d]", i), "missing kind (\"socket\" or \"serial\")")
+	default:
+		k.add(at("kind"), "%q is not one of \"socket\", \"serial\"", s.Kind)
+	}
+}
+
+func (c *Config) checkPipeline(k *checker, i int) {
+	p := &c.Pipelines[i]
+	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
+	switch src := c.Source(p.Source); {
+	case p.Source == "":
+		k.add(fmt.Sprintf("pipeline[%d]", i), "missing source")
+	case src == nil:
+		k.add(at("source"), "no [[source]] named %q", p.Source)
+	case !IsCamera(src.Kind):
+		k.add(at("source"), "source %q is a %s sensor; a pipeline's source must be a camera (v4l2, synthetic or replay) — list serial sensors in sensors = [...]", p.Source, src.Kind)
+	}
+	switch {
+	case p.Model == "":
+		k.add(fmt.Sprintf("pipeline[%d]", i), "missing model")
+	case c.Model(p.Model) == nil:
+		k.add(at("model"), "no [[model]] named %q", p.Model)
+	}
+	for j, s := range p.Sensors {
+		src := c.Source(s)
+		switch {
+		case src == nil:
+			k.add(at("sensors"), "sensors[%d]: no [[source]] named %q", j, s)
+		case src.Kind != "serial":
+			k.add(at("sensors"), "sensors[%d]: source %q is a %s camera, not a serial sensor", j, s, src.Kind)
+		}
+	}
+	if p.SensorWindow.Duration < 0 {
+		k.add(at("sensor_window"), "must be positive")
+	}
+	k.oneOf(at("schedule"), p.Schedule, "latest", "queue")
+	if p.Queue < 1 || p.Queue > 64 {
+		k.add(at("queue"), "must be between 1 and 64")
+	}
+	if len(p.Sinks) == 0 {
+		k.add(fmt.Sprintf("pipeline[%d]", i), "missing sinks (a list of [[sink]] names)")
+	}
+	for j, s := range p.Sinks {
+		if c.Sink(s) == nil {
+			k.add(at("sinks"), "sinks[%d]: no [[sink]] named %q", j, s)
+		}
+	}
+	pp := &p.Preprocess
+	pre := func(key string) string { return at("preprocess." + key) }
+	k.oneOf(pre("resize"), pp.Resize, "stretch", "letterbox")
+	k.oneOf(pre("color"), pp.Color, "rgb", "bgr")
+	if pp.Scale <= 0 || math.IsInf(pp.Scale, 0) || math.IsNaN(pp.Scale) {
+		k.add(pre("scale"), "must be a positive number (1/255 maps 8-bit pixels to [0,1])")
+	}
+	if len(pp.Mean) != 3 {
+		k.add(pre("mean"), "needs 3 values (one per colour channel)")
+	}
+	if len(pp.Std) != 3 {
+		k.add(pre("std"), "needs 3 values (one per colour channel)")
+	}
+	for _, v := range pp.Std {
+		if v == 0 || math.IsNaN(v) {
+			k.add(pre("std"), "values must be non-zero")
+			break
+		}
+	}
+	if pp.Width < 0 || pp.Height < 0 {
+		k.add(pre("width"), "must not be negative")
+	}
+	outs := map[string]int{}
+	for j, q := range p.Postprocess {
+		pat := func(key string) string { return fmt.Sprintf("pipeline[%d].postprocess[%d].%s", i, j, key) }
+		if q.Output == "" {
+			k.add(fmt.Sprintf("pipeline[%d].postprocess[%d]", i, j), "missing output (the engine output tensor name)")
+		} else if o, dup := outs[q.Output]; dup {
+			k.add(pat("output"), "output %q already post-processed by postprocess[%d]", q.Output, o)
+		} else {
+			outs[q.Output] = j
+		}
+		k.oneOf(pat("kind"), q.Kind, "raw", "topk", "detections")
+		switch q.Kind {
+		case "raw":
+			if q.MaxValues < 1 || q.MaxValues > 1<<20 {
+				k.add(pat("max_values"), "must be between 1 and 1048576")
+			}
+		case "topk":
+			if q.K < 1 || q.K > 1000 {
+				k.add(pat("k"), "must be between 1 and 1000")
+			}
+		case "detections":
+			if q.ScoreThreshold < 0 || q.ScoreThreshold > 1 {
+				k.add(pat("score_threshold"), "must be between 0 and 1")
+			}
+			if q.IOUThreshold <= 0 || q.IOUThreshold > 1 {
+				k.add(pat("iou_threshold"), "must be in (0, 1]")
+			}
+			if q.MaxDetections < 1 || q.MaxDetections > 10000 {
+				k.add(pat("max_detections"), "must be between 1 and 10000")
+			}
+		}
+	}
+}

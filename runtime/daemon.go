@@ -1,0 +1,455 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/umem"
+)
+
+// Version is stamped at build time with -ldflags -X.
+var Version = "dev"
+
+// Options configure a daemon.
+type Options struct {
+	Config    *Config
+	Factories Factories
+	Logger    *slog.Logger
+	// Notifier receives sd_notify states; nil sends nothing.
+	Notifier Notifier
+	// Listeners are socket-activated listeners by file descriptor name.
+	Listeners map[string]net.Listener
+	// WatchdogInterval is $WATCHDOG_USEC; 0 disables the pings.
+	WatchdogInterval time.Duration
+}
+
+// Daemon runs pipelines from one configuration until stopped.
+type Daemon struct{ d *daemon }
+
+type daemon struct {
+	opts   Options
+	cfg    *Config
+	log    *slog.Logger
+	notify notifier
+
+	reloadReq chan reloadRequest
+	engineReq chan struct{}
+
+	mu      sync.Mutex // protects the fields below
+	alloc   umem.Allocator
+	sinks   map[string]*sinkEntry
+	graph   *graph
+	ready   bool
+	stalled map[string]bool
+}
+
+type reloadRequest struct {
+	cfg  *Config
+	done chan error
+}
+
+type sinkEntry struct {
+	cfg    SinkConfig
+	sink   Sink
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New checks the options; nothing is started until Run.
+func New(opts Options) (*Daemon, error) {
+	if opts.Config == nil {
+		return nil, errors.New("runtime: no configuration")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &daemon{
+		opts:      opts,
+		cfg:       opts.Config,
+		log:       opts.Logger,
+		notify:    notifier{n: opts.Notifier},
+		reloadReq: make(chan reloadRequest),
+		engineReq: make(chan struct{}, 1),
+		sinks:     map[string]*sinkEntry{},
+		stalled:   map[string]bool{},
+	}
+	return &Daemon{d}, nil
+}
+
+// Run starts everything the configuration describes and serves until ctx
+// is done, then stops within the configured budget. It returns nil after a
+// clean stop; start-up failures wrap ErrConfig when the configuration is at
+// fault.
+func (dd *Daemon) Run(ctx context.Context) error { return dd.d.run(ctx) }
+
+// Reload replaces the configuration (SIGHUP). An invalid configuration was
+// already rejected by the loader; if the new one fails to start, the old one
+// is started again and the error returned.
+func (dd *Daemon) Reload(ctx context.Context, cfg *Config) error {
+	req := reloadRequest{cfg: cfg, done: make(chan error, 1)}
+	select {
+	case dd.d.reloadReq <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ReloadEngines asks every model to check its file now.
+func (dd *Daemon) ReloadEngines() { dd.d.triggerEngines() }
+
+func (d *daemon) triggerEngines() {
+	select {
+	case d.engineReq <- struct{}{}:
+	default:
+	}
+}
+
+func (d *daemon) run(ctx context.Context) error {
+	alloc, why, err := d.opts.Factories.Allocator(d.cfg.GPU)
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	d.alloc = alloc
+	d.log.Info("memory strategy", "strategy", string(alloc.Strategy()), "why", why)
+	d.notify.status("starting: %d pipeline(s)", len(d.cfg.Pipelines))
+
+	if err := d.startSinks(d.cfg); err != nil {
+		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
+		return err
+	}
+	g, err := d.startGraph(ctx, d.cfg)
+	if err != nil {
+		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
+		return err
+	}
+	d.mu.Lock()
+	d.graph = g
+	d.mu.Unlock()
+	d.refreshStatus()
+
+	wd := d.opts.WatchdogInterval
+	tick := time.Second
+	if wd > 0 {
+		tick = min(tick, wd/2)
+	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	lastStatus := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return d.stop()
+		case req := <-d.reloadReq:
+			req.done <- d.reload(ctx, req.cfg)
+		case <-d.engineReq:
+			d.mu.Lock()
+			g := d.graph
+			d.mu.Unlock()
+			g.triggerEngines()
+		case <-ticker.C:
+			healthy := d.checkHealth()
+			if wd > 0 && healthy {
+				d.notify.send("WATCHDOG=1")
+			}
+			if time.Since(lastStatus) >= 5*time.Second {
+				lastStatus = time.Now()
+				d.refreshStatus()
+			}
+		}
+	}
+}
+
+// stop stops pipelines (finishing the frame in flight), then sinks (which
+// flush what was published), all within the stop budget.
+func (d *daemon) stop() error {
+	budget := d.cfg.Daemon.StopTimeout.Duration
+	deadline := time.Now().Add(budget)
+	d.notify.send("STOPPING=1")
+	d.notify.status("stopping")
+	d.log.Info("stopping", "budget", budget.String())
+	d.mu.Lock()
+	g := d.graph
+	d.graph = nil
+	d.mu.Unlock()
+	var errs []error
+	if g != nil {
+		if err := g.stop(deadline); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := d.stopSinks(deadline); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		d.log.Warn("stop budget exceeded; exiting anyway", "err", err)
+	}
+	d.log.Info("stopped")
+	return nil
+}
+
+func (d *daemon) reload(ctx context.Context, cfg *Config) error {
+	d.notify.send("RELOADING=1", monotonicUsec())
+	d.notify.status("reloading configuration")
+	defer func() {
+		d.notify.send("READY=1")
+		d.refreshStatus()
+	}()
+	if equalConfig(d.cfg, cfg) {
+		d.log.Info("configuration unchanged; re-checking engine files")
+		d.triggerEngines()
+		return nil
+	}
+	old := d.cfg
+	d.mu.Lock()
+	g := d.graph
+	d.graph = nil
+	d.ready = false
+	d.mu.Unlock()
+	deadline := time.Now().Add(old.Daemon.StopTimeout.Duration)
+	if g != nil {
+		g.stop(deadline)
+	}
+	start := func(c *Config) error {
+		if err := d.startSinks(c); err != nil {
+			return err
+		}
+		ng, err := d.startGraph(ctx, c)
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		d.graph, d.cfg = ng, c
+		d.mu.Unlock()
+		return nil
+	}
+	if err := start(cfg); err != nil {
+		d.log.Error("new configuration failed to start; restoring the previous one", "err", err)
+		d.publishStatus("config_rejected", "", cfg.File, err.Error())
+		if err2 := start(old); err2 != nil {
+			return fmt.Errorf("reload failed (%w) and the previous configuration failed to restart: %w", err, err2)
+		}
+		return err
+	}
+	d.log.Info("configuration reloaded", "file", cfg.File)
+	d.publishStatus("config_reloaded", "", cfg.File, "")
+	return nil
+}
+
+// startSinks starts the sinks of c, keeping running sinks whose
+// configuration did not change (their clients stay connected) and stopping
+// sinks that are gone or changed.
+func (d *daemon) startSinks(c *Config) error {
+	keep := map[string]bool{}
+	for _, s := range c.Sinks {
+		if e, ok := d.sinks[s.Name]; ok && equalSink(e.cfg, s) {
+			keep[s.Name] = true
+		}
+	}
+	deadline := time.Now().Add(c.Daemon.StopTimeout.Duration)
+	for name, e := range d.sinks {
+		if !keep[name] {
+			d.stopSink(e, deadline)
+			delete(d.sinks, name)
+		}
+	}
+	for i := range c.Sinks {
+		sc := c.Sinks[i]
+		if keep[sc.Name] {
+			continue
+		}
+		s, err := d.opts.Factories.Sink(&sc, c, d.inherited(c, &sc), d.control)
+		if err != nil {
+			return fmt.Errorf("sink %q: %w", sc.Name, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		e := &sinkEntry{cfg: sc, sink: s, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(e.done)
+			if err := s.Run(ctx); err != nil {
+				d.log.Error("sink failed", "sink", sc.Name, "err", err)
+			}
+		}()
+		d.sinks[sc.Name] = e
+		d.log.Info("sink started", "sink", sc.Name, "kind", sc.Kind)
+	}
+	return nil
+}
+
+// inherited picks the socket-activated listener for a socket sink: the one
+// whose FileDescriptorName is the sink's name, or the only one when there is
+// exactly one listener and one socket sink.
+func (d *daemon) inherited(c *Config, s *SinkConfig) net.Listener {
+	if s.Kind != "socket" || len(d.opts.Listeners) == 0 {
+		return nil
+	}
+	if l, ok := d.opts.Listeners[s.Name]; ok {
+		return l
+	}
+	sockets := 0
+	for _, x := range c.Sinks {
+		if x.Kind == "socket" {
+			sockets++
+		}
+	}
+	if sockets == 1 && len(d.opts.Listeners) == 1 {
+		for _, l := range d.opts.Listeners {
+			return l
+		}
+	}
+	return nil
+}
+
+func (d *daemon) control(ctx context.Context, req string) error {
+	switch req {
+	case "reload", "engines":
+		d.log.Info("engine re-check requested by a client")
+		d.triggerEngines()
+		return nil
+	}
+	return fmt.Errorf("unknown request %q", req)
+}
+
+func (d *daemon) stopSink(e *sinkEntry, deadline time.Time) error {
+	e.cancel()
+	var err error
+	select {
+	case <-e.done:
+	case <-time.After(time.Until(deadline)):
+		err = fmt.Errorf("sink %q did not stop in time", e.cfg.Name)
+	}
+	if cerr := e.sink.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("sink %q: %w", e.cfg.Name, cerr)
+	}
+	return err
+}
+
+func (d *daemon) stopSinks(deadline time.Time) error {
+	var errs []error
+	for name, e := range d.sinks {
+		errs = append(errs, d.stopSink(e, deadline))
+		delete(d.sinks, name)
+	}
+	return errors.Join(errs...)
+}
+
+// publishStatus sends a status event to every sink.
+func (d *daemon) publishStatus(event, pipeline, source, reason string) {
+	rec := &stream.Record{Kind: stream.KindStatus, Event: event, Pipeline: pipeline, Source: source, Reason: reason, TNs: monoNow()}
+	d.mu.Lock()
+	sinks := make([]Sink, 0, len(d.sinks))
+	for _, e := range d.sinks {
+		sinks = append(sinks, e.sink)
+	}
+	d.mu.Unlock()
+	for _, s := range sinks {
+		s.Publish(rec)
+	}
+}
+
+// checkHealth reports whether every loop made progress within the stall
+// budget; a wedged pipeline withholds the watchdog pings.
+func (d *daemon) checkHealth() bool {
+	d.mu.Lock()
+	g := d.graph
+	d.mu.Unlock()
+	if g == nil {
+		return true
+	}
+	limit := int64(d.cfg.Daemon.StallTimeout.Duration)
+	now := monoNow()
+	healthy := true
+	for _, p := range g.pipelines {
+		for _, st := range []struct {
+			loop  string
+			stamp int64
+		}{{"capture", p.captureStamp.Load()}, {"inference", p.inferStamp.Load()}} {
+			key := p.cfg.Name + "/" + st.loop
+			stalled := now-st.stamp > limit
+			if stalled {
+				healthy = false
+			}
+			d.mu.Lock()
+			was := d.stalled[key]
+			d.stalled[key] = stalled
+			d.mu.Unlock()
+			switch {
+			case stalled && !was:
+				d.log.Error("pipeline stalled; withholding watchdog pings", "pipeline", p.cfg.Name, "loop", st.loop,
+					"no_progress_for", time.Duration(now-st.stamp).Round(time.Millisecond).String())
+				d.notify.status("STALLED: pipeline %s %s loop made no progress for %s", p.cfg.Name, st.loop, time.Duration(now-st.stamp).Round(time.Second))
+			case !stalled && was:
+				d.log.Info("pipeline progressing again", "pipeline", p.cfg.Name, "loop", st.loop)
+			}
+		}
+	}
+	return healthy
+}
+
+// refreshStatus sends READY=1 once every pipeline is running or waiting
+// for its source, and a STATUS= line a person can read.
+func (d *daemon) refreshStatus() {
+	d.mu.Lock()
+	g := d.graph
+	d.mu.Unlock()
+	if g == nil {
+		return
+	}
+	allSettled := true
+	var parts []string
+	for _, p := range g.pipelines {
+		st := pipelineState(p.state.Load())
+		switch st {
+		case stateStarting:
+			allSettled = false
+			parts = append(parts, fmt.Sprintf("%s starting", p.cfg.Name))
+		case stateWaiting:
+			parts = append(parts, fmt.Sprintf("%s waiting for %s", p.cfg.Name, p.scfg.Name))
+		case stateRunning:
+			gen := p.hot.Current()
+			info := ""
+			if gen != nil {
+				info = fmt.Sprintf(" model %s gen %d %s", gen.Model, gen.Number, gen.SHAPrefix())
+			}
+			parts = append(parts, fmt.Sprintf("%s %.1f fps%s", p.cfg.Name, p.fps(), info))
+		}
+	}
+	sort.Strings(parts)
+	d.mu.Lock()
+	first := allSettled && !d.ready
+	if first {
+		d.ready = true
+	}
+	d.mu.Unlock()
+	if first {
+		d.notify.send("READY=1")
+		d.log.Info("ready", "pipelines", len(g.pipelines))
+	}
+	d.notify.status("%s", strings.Join(parts, "; "))
+}
+
+// equalConfig compares two configurations by their effective values.
+func equalConfig(a, b *Config) bool {
+	ta, ea := encodeConfig(a)
+	tb, eb := encodeConfig(b)
+	return ea == nil && eb == nil && ta == tb
+}
+
+func equalSink(a, b SinkConfig) bool {
+	ta, ea := encodeConfig(&Config{Sinks: []SinkConfig{a}})
+	tb, eb := encodeConfig(&Config{Sinks: []SinkConfig{b}})
+	return ea == nil && eb == nil && ta == tb
+}

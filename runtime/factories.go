@@ -1,0 +1,42 @@
+package runtime
+
+import (
+	"context"
+	"net"
+
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+)
+
+// Sink receives every record of the pipelines that name it, and every status
+// event. Publish never blocks and keeps no reference to the record; it may be
+// called from several goroutines. Run serves clients or the device until ctx
+// is done, then flushes what was already published within the stop budget
+// and returns nil; Close releases everything and is idempotent.
+type Sink interface {
+	Publish(rec *stream.Record)
+	Run(ctx context.Context) error
+	Close() error
+}
+
+// Factories build the concrete parts the configuration names. cmd/edged
+// supplies the real ones; tests supply fakes.
+type Factories struct {
+	// Allocator returns the memory strategy for frames and tensors and a
+	// sentence saying why it was chosen.
+	Allocator func(gpu GPUConfig) (umem.Allocator, string, error)
+	// Camera builds a frame source (kinds v4l2, synthetic, replay).
+	Camera func(src *SourceConfig, cfg *Config) (sensors.Source, error)
+	// Sensor builds a serial sample source (kind serial).
+	Sensor func(src *SourceConfig, cfg *Config) (sensors.SampleSource, error)
+	// Backend returns the engine backend with the given name (onnx, tensorrt).
+	Backend func(name string, cfg *Config) (trt.Backend, error)
+	// Sink builds a sink. inherited is the socket-activated listener for
+	// this sink, or nil.
+	Sink func(s *SinkConfig, cfg *Config, inherited net.Listener, control ControlFunc) (Sink, error)
+}
+
+// ControlFunc handles a request a client sent on a sink (e.g. "reload").
+type ControlFunc func(ctx context.Context, request string) error

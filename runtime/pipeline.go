@@ -1,0 +1,432 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edged-dev/edged/runtime/postprocess"
+	"github.com/edged-dev/edged/runtime/preprocess"
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+)
+
+// pipelineState is what a pipeline is doing, for STATUS= and /readyz.
+type pipelineState int32
+
+const (
+	stateStarting pipelineState = iota
+	stateWaiting                // source absent or reconnecting
+	stateRunning                // has published at least one result since its source came up
+)
+
+// pipeline runs source -> preprocess -> engine -> postprocess -> sinks.
+// It owns two goroutines: capture (source supervision and frame delivery)
+// and infer (everything after the mailbox).
+type pipeline struct {
+	d     *daemon
+	cfg   *PipelineConfig
+	scfg  *SourceConfig
+	log   *slog.Logger
+	src   sensors.Source
+	pool  *umem.Pool
+	model *model
+	hot   *trt.Hot
+	sinks []Sink
+	rings []*sensors.Ring
+	mb    mailbox
+
+	// fixed at start from the engine signature
+	inIdx     int
+	c, h, w   int
+	pre       *preprocess.Preprocessor
+	post      []*postprocess.Processor
+	postOut   []int // engine output index per processor
+	rec       stream.Record
+	lastGen   *trt.Generation
+	lastSHA   string
+	sourceUp  atomic.Bool
+	state     atomic.Int32
+	published atomic.Bool
+
+	// progress stamps (CLOCK_MONOTONIC ns) for the watchdog
+	captureStamp atomic.Int64
+	inferStamp   atomic.Int64
+
+	stats pipelineStats
+	rate  rateMeter
+	errs  rateLog
+}
+
+type pipelineStats struct {
+	captured, results, inferErrors, preErrors atomic.Uint64
+	droppedStale, droppedCorrupt              atomic.Uint64
+	reconnects                                atomic.Uint64
+	latencyTotal, latencyInfer                histogram
+}
+
+type poolAdapter struct{ p *umem.Pool }
+
+func (a poolAdapter) Get(ctx context.Context) (sensors.Slot, error) {
+	s, err := a.p.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// mailbox hands frames from capture to inference. In latest mode it holds
+// one frame and a newer frame replaces (and releases) an unconsumed one.
+type mailbox struct {
+	ch     chan sensors.Frame
+	latest bool
+}
+
+func newMailbox(latest bool, depth int) mailbox {
+	if latest {
+		depth = 1
+	}
+	return mailbox{ch: make(chan sensors.Frame, depth), latest: latest}
+}
+
+// put delivers f; it reports how many older frames were dropped.
+func (m *mailbox) put(ctx context.Context, f sensors.Frame) (dropped int, ok bool) {
+	if !m.latest {
+		select {
+		case m.ch <- f:
+			return 0, true
+		case <-ctx.Done():
+			f.Slot.Release()
+			return 0, false
+		}
+	}
+	for {
+		select {
+		case m.ch <- f:
+			return dropped, true
+		default:
+		}
+		select {
+		case old := <-m.ch:
+			old.Slot.Release()
+			dropped++
+		default:
+		}
+	}
+}
+
+// drain releases frames left in the mailbox.
+func (m *mailbox) drain() {
+	for {
+		select {
+		case f := <-m.ch:
+			f.Slot.Release()
+		default:
+			return
+		}
+	}
+}
+
+// capture supervises the source: it delivers frames, and on failure closes
+// the source, waits with capped, jittered backoff and starts it again.
+func (p *pipeline) capture(ctx context.Context) {
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		if !p.sourceUp.Load() {
+			if err := p.src.Start(ctx, poolAdapter{p.pool}); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				p.errs.log(p.log, "source start failed; retrying", "source", p.scfg.Name, "retry_in", backoff.String(), "err", err)
+				p.setWaiting(err)
+				if !p.sleep(ctx, jitter(backoff)) {
+					return
+				}
+				backoff = min(backoff*2, maxBackoff)
+				continue
+			}
+			backoff = minBackoff
+			p.sourceUpEvent()
+		}
+		err := p.deliver(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		p.sourceDownEvent(err)
+		p.src.Close()
+		if errors.Is(err, sensors.ErrEOF) {
+			// A finite replay ended: nothing more will come.
+			p.stampCapture()
+			<-ctx.Done()
+			return
+		}
+	}
+}
+
+// deliver moves frames from the source into the mailbox until an error.
+func (p *pipeline) deliver(ctx context.Context) error {
+	for {
+		f, err := p.src.Next(ctx)
+		if err != nil {
+			return err
+		}
+		p.stampCapture()
+		p.stats.captured.Add(1)
+		if f.Flags&(sensors.FlagError|sensors.FlagShort) != 0 {
+			f.Slot.Release()
+			p.stats.droppedCorrupt.Add(1)
+			continue
+		}
+		if s, ok := f.Slot.(*umem.Slot); ok {
+			s.SetState(umem.SlotReady)
+		}
+		n, ok := p.mb.put(ctx, f)
+		if n > 0 {
+			p.stats.droppedStale.Add(uint64(n))
+		}
+		if !ok {
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *pipeline) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	tick := time.NewTicker(p.idle())
+	defer tick.Stop()
+	for {
+		p.stampCapture() // waiting for a device is legitimate progress
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-tick.C:
+		}
+	}
+}
+
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
+}
+
+func (p *pipeline) idle() time.Duration {
+	return max(p.d.cfg.Daemon.StallTimeout.Duration/4, 50*time.Millisecond)
+}
+
+func (p *pipeline) stampCapture() { p.captureStamp.Store(monoNow()) }
+func (p *pipeline) stampInfer()   { p.inferStamp.Store(monoNow()) }
+
+func (p *pipeline) setWaiting(err error) {
+	p.state.Store(int32(stateWaiting))
+	p.d.refreshStatus()
+}
+
+func (p *pipeline) sourceUpEvent() {
+	p.sourceUp.Store(true)
+	p.stats.reconnects.Add(1)
+	if p.stats.reconnects.Load() > 1 {
+		p.log.Info("source up", "source", p.scfg.Name, "event", "source_up", "format", p.src.Format().String())
+		p.d.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
+	}
+	p.d.refreshStatus()
+}
+
+func (p *pipeline) sourceDownEvent(err error) {
+	p.sourceUp.Store(false)
+	p.published.Store(false)
+	p.state.Store(int32(stateWaiting))
+	reason := "stopped"
+	if err != nil {
+		reason = err.Error()
+	}
+	p.log.Warn("source down", "source", p.scfg.Name, "event", "source_down", "err", err)
+	p.d.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
+	p.d.refreshStatus()
+}
+
+// infer takes frames from the mailbox and produces results.
+func (p *pipeline) infer(ctx context.Context) {
+	idle := p.idle()
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	for {
+		t.Reset(idle)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.stampInfer() // idle: waiting for frames is progress
+			continue
+		case f := <-p.mb.ch:
+			p.process(ctx, f)
+		}
+	}
+}
+
+func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
+	t0 := monoNow()
+	gen := p.hot.Acquire()
+	if gen == nil {
+		f.Slot.Release()
+		return
+	}
+	defer gen.Release()
+	eng := gen.Engine
+	in := eng.Inputs()[p.inIdx].Float32()
+	slot, _ := f.Slot.(*umem.Slot)
+	if slot != nil {
+		slot.SetState(umem.SlotCPU)
+	}
+	tr, err := p.pre.Run(f.Data(), f.Format, in, p.c, p.h, p.w)
+	frameSeq, tCapture := f.Seq, f.TCapture
+	f.Slot.Release()
+	if err != nil || in == nil {
+		p.stats.preErrors.Add(1)
+		p.errs.log(p.log, "preprocessing failed", "frame_seq", frameSeq, "format", f.Format.String(), "err", err)
+		return
+	}
+	t1 := monoNow()
+	if err := eng.Infer(ctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		p.stats.inferErrors.Add(1)
+		p.errs.log(p.log, "inference failed", "model", gen.Model, "generation", gen.Number, "err", err)
+		return
+	}
+	t2 := monoNow()
+	r := &p.rec
+	outs := eng.Outputs()
+	for i, proc := range p.post {
+		proc.Run(outs[p.postOut[i]].Float32(), tr, &r.Outputs[i])
+	}
+	if gen != p.lastGen {
+		p.lastGen, p.lastSHA = gen, gen.SHAPrefix()
+	}
+	r.Engine = stream.EngineRef{Name: gen.Model, Generation: gen.Number, SHA256: p.lastSHA}
+	r.FrameSeq, r.TCaptureNs = frameSeq, tCapture
+	r.Sensors = r.Sensors[:0]
+	for _, ring := range p.rings {
+		r.Sensors = ring.Nearest(tCapture, int64(p.cfg.SensorWindow.Duration), r.Sensors)
+	}
+	t3 := monoNow()
+	r.Latency = stream.Latency{Pre: (t1 - t0) / 1000, Infer: (t2 - t1) / 1000, Post: (t3 - t2) / 1000, Total: (t3 - tCapture) / 1000}
+	for _, s := range p.sinks {
+		s.Publish(r)
+	}
+	p.stats.results.Add(1)
+	p.stats.latencyTotal.observe(t3 - tCapture)
+	p.stats.latencyInfer.observe(t2 - t1)
+	p.stampInfer()
+	if !p.published.Swap(true) {
+		p.state.Store(int32(stateRunning))
+		p.d.refreshStatus()
+	}
+}
+
+// bind fixes the tensor layout from the first engine and builds the
+// post-processors. Later engines must have the same signature.
+func (p *pipeline) bind(eng trt.Engine) error {
+	ins := eng.Inputs()
+	p.inIdx = -1
+	for i, t := range ins {
+		if p.cfg.Preprocess.Input == "" || t.Name == p.cfg.Preprocess.Input {
+			p.inIdx = i
+			break
+		}
+	}
+	if p.inIdx < 0 {
+		return fmt.Errorf("%w: model %q has no input %q (inputs: %s)", ErrConfig, p.cfg.Model, p.cfg.Preprocess.Input, tensorNames(ins))
+	}
+	in := ins[p.inIdx]
+	if in.Type != trt.Float32 || len(in.Shape) != 4 || in.Shape[0] != 1 || (in.Shape[1] != 1 && in.Shape[1] != 3) {
+		return fmt.Errorf("%w: model %q input %s: the CPU preprocessing fills float32 NCHW tensors of shape [1,3,H,W] or [1,1,H,W]", ErrConfig, p.cfg.Model, in.TensorSpec)
+	}
+	p.c, p.h, p.w = int(in.Shape[1]), int(in.Shape[2]), int(in.Shape[3])
+	pp := p.cfg.Preprocess
+	p.pre = preprocess.New(preprocess.Options{
+		Resize: pp.Resize, BGR: pp.Color == "bgr", Scale: float32(pp.Scale),
+		Mean: [3]float32{float32(pp.Mean[0]), float32(pp.Mean[1]), float32(pp.Mean[2])},
+		Std:  [3]float32{float32(pp.Std[0]), float32(pp.Std[1]), float32(pp.Std[2])},
+	})
+	outs := eng.Outputs()
+	byName := map[string]int{}
+	for i, t := range outs {
+		byName[t.Name] = i
+	}
+	conf := map[string]*PostprocessConfig{}
+	for i := range p.cfg.Postprocess {
+		q := &p.cfg.Postprocess[i]
+		if _, ok := byName[q.Output]; !ok {
+			return fmt.Errorf("%w: pipeline %q post-processes output %q, but model %q has outputs %s", ErrConfig, p.cfg.Name, q.Output, p.cfg.Model, tensorNames(outs))
+		}
+		conf[q.Output] = q
+	}
+	p.post, p.postOut = nil, nil
+	for i, t := range outs {
+		o := postprocess.Options{Kind: postprocess.Raw, MaxValues: DefaultMaxValues}
+		if q := conf[t.Name]; q != nil {
+			o = postprocess.Options{Kind: q.Kind, K: q.K, Softmax: q.Softmax, Labels: q.Labels, MaxValues: q.MaxValues,
+				ScoreThreshold: float32(q.ScoreThreshold), IOUThreshold: float32(q.IOUThreshold), MaxDetections: q.MaxDetections}
+		}
+		proc, err := postprocess.New(t.Name, t.Shape, o)
+		if err != nil {
+			return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)
+		}
+		p.post = append(p.post, proc)
+		p.postOut = append(p.postOut, i)
+	}
+	p.rec = stream.Record{Kind: stream.KindResult, Pipeline: p.cfg.Name, Outputs: make([]stream.Output, len(p.post)),
+		Sensors: make([]sensors.Sample, 0, len(p.rings))}
+	return nil
+}
+
+func tensorNames(ts []*trt.Tensor) string {
+	s := ""
+	for i, t := range ts {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%q", t.Name)
+	}
+	return "[" + s + "]"
+}
+
+// rateLog logs the first occurrence of a repeated error, then a count at
+// most every 10 seconds, so a failing device cannot flood the journal.
+type rateLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (r *rateLog) log(l *slog.Logger, msg string, args ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < 10*time.Second {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
+	r.mu.Unlock()
+	if n > 0 {
+		args = append(args, "suppressed", n)
+	}
+	l.Warn(msg, args...)
+}
