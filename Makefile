@@ -1,0 +1,234 @@
+# edged — build, test, cross-compile and install.
+#
+# `make help` lists the targets. The two commands of the README:
+#   make run     build and run the daemon on its embedded default config
+#   make test    fetch ONNX Runtime, then go test -race ./... with it required
+# CI (.ci/run) calls the same targets; docs/notes/build.md explains each one.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+GO       ?= go
+MODULE   := github.com/edged-dev/edged
+# Version stamped into the binary (runtime.Version): a release tag, else the
+# commit, with -dirty when the tree has uncommitted changes.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GOFLAGS_BUILD ?= -trimpath
+LDFLAGS  ?=
+GO_LDFLAGS = $(LDFLAGS) -X $(MODULE)/runtime.Version=$(VERSION)
+# Extra build tags, e.g. TAGS=tensorrt for the TensorRT shim.
+TAGS     ?=
+TAGFLAG   = $(if $(strip $(TAGS)),-tags '$(TAGS)')
+
+HOST_ARCH := $(shell $(GO) env GOARCH)
+BIN      := bin
+
+# --- ONNX Runtime (from the npm package onnxruntime-node; no scripts run) ---
+ORT_VERSION ?= 1.30.0
+ORT_DIR  := third_party/onnxruntime
+ORT_LIB_amd64 := $(ORT_DIR)/amd64/libonnxruntime.so.1
+ORT_LIB_arm64 := $(ORT_DIR)/arm64/libonnxruntime.so.1
+ORT_LIB  := $(ORT_DIR)/$(HOST_ARCH)/libonnxruntime.so.1
+
+# --- arm64 cross build against a glibc 2.31 sysroot (JetPack 5 and 6) ------
+SYSROOT  ?= .sysroot/bullseye-arm64
+SYSROOT_ABS = $(abspath $(SYSROOT))
+CROSS_CC  ?= aarch64-linux-gnu-gcc
+CROSS_CXX ?= aarch64-linux-gnu-g++
+QEMU      ?= qemu-aarch64
+# Debian's cross gcc searches its own glibc 2.36 headers and crt files before
+# any sysroot, so: -nostdinc and the sysroot's include dirs after gcc's own
+# (stddef.h, arm_neon.h); the C++ headers of the sysroot's libstdc++ (gcc 10)
+# first for C++; -B for crt1.o/crti.o; -L for libraries; --sysroot for ld so
+# the absolute paths inside libc.so/libpthread.so (linker scripts) resolve
+# inside the sysroot; -static-libgcc so no newer libgcc_s is needed; -ldl
+# because glibc 2.31 keeps dlopen in libdl.
+CROSS_GCC_INCLUDE = $(shell $(CROSS_CC) -print-file-name=include 2>/dev/null)
+CROSS_CFLAGS = -O2 -g -nostdinc -isystem $(CROSS_GCC_INCLUDE) \
+	-isystem $(SYSROOT_ABS)/usr/include/aarch64-linux-gnu -isystem $(SYSROOT_ABS)/usr/include
+CROSS_CXXFLAGS = -O2 -g -nostdinc \
+	-isystem $(SYSROOT_ABS)/usr/include/c++/10 \
+	-isystem $(SYSROOT_ABS)/usr/include/aarch64-linux-gnu/c++/10 \
+	-isystem $(SYSROOT_ABS)/usr/include/c++/10/backward \
+	-isystem $(CROSS_GCC_INCLUDE) \
+	-isystem $(SYSROOT_ABS)/usr/include/aarch64-linux-gnu -isystem $(SYSROOT_ABS)/usr/include
+CROSS_LDFLAGS = -Wl,--sysroot=$(SYSROOT_ABS) -static-libgcc \
+	-B $(SYSROOT_ABS)/usr/lib/aarch64-linux-gnu \
+	-L $(SYSROOT_ABS)/usr/lib/gcc/aarch64-linux-gnu/10 \
+	-L $(SYSROOT_ABS)/usr/lib/aarch64-linux-gnu -L $(SYSROOT_ABS)/lib/aarch64-linux-gnu -ldl
+CROSS_ENV = GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC=$(CROSS_CC) CXX=$(CROSS_CXX) \
+	CGO_CFLAGS="$(CROSS_CFLAGS)" CGO_CXXFLAGS="$(CROSS_CXXFLAGS)" CGO_LDFLAGS="$(CROSS_LDFLAGS)"
+
+# --- install layout ----------------------------------------------------------
+DESTDIR  ?=
+PREFIX   ?= /usr
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib/edged
+UNITDIR  ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+DOCDIR   ?= $(PREFIX)/share/doc/edged
+SYSCONFDIR ?= /etc
+# Which build to install: the host's (bin/edged) or GOARCH=arm64 (bin/edged-linux-arm64).
+INSTALL_ARCH ?= $(HOST_ARCH)
+INSTALL_BIN = $(if $(filter $(HOST_ARCH),$(INSTALL_ARCH)),$(BIN)/edged,$(BIN)/edged-linux-$(INSTALL_ARCH))
+
+# --- tests -------------------------------------------------------------------
+GOTEST_FLAGS ?=
+ORT_ENV  = EDGED_ONNXRUNTIME_LIB=$(abspath $(ORT_LIB))
+FUZZTIME ?= 15s
+BENCH    ?= .
+BENCHTIME ?= 1s
+BENCH_COUNT ?= 1
+BENCH_OUT ?= $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).txt
+# Hardware-in-the-loop devices (make hil); docs/notes/build.md lists them.
+HIL_VARS = EDGED_HIL_CAMERA EDGED_HIL_SERIAL EDGED_HIL_SERIAL_PEER EDGED_HIL_ENGINE EDGED_HIL_ENGINE_BAD EDGED_REQUIRE_GPU
+
+.PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
+	sysroot cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
+	fuzz trt-check hil systemd-verify clean
+
+help: ## list the targets
+	@echo "edged $(VERSION) — make targets:"
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
+	@echo "Variables: VERSION=$(VERSION) ORT_VERSION=$(ORT_VERSION) SYSROOT=$(SYSROOT) PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) TAGS=$(TAGS)"
+
+# --- build -------------------------------------------------------------------
+build: $(ORT_LIB) ## bin/edged (version stamped) + libonnxruntime.so.1 next to it
+	@mkdir -p $(BIN)
+	$(GO) build $(GOFLAGS_BUILD) $(TAGFLAG) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/edged ./cmd/edged
+	install -m 0644 $(ORT_LIB) $(BIN)/libonnxruntime.so.1
+	@echo "built $(BIN)/edged $(VERSION) ($(HOST_ARCH)) with ONNX Runtime $(ORT_VERSION) next to it"
+
+run: build ## build, then run the daemon on its embedded default config
+	$(BIN)/edged run $(ARGS)
+
+# --- dependencies ------------------------------------------------------------
+deps: ort deps-go ## ONNX Runtime for the host and arm64, and Go modules
+
+ort: ## just the ONNX Runtime libraries (third_party/onnxruntime/{amd64,arm64})
+	.ci/fetch-ort $(ORT_VERSION) $(ORT_DIR) amd64 arm64
+
+deps-go:
+	$(GO) mod download
+
+$(ORT_DIR)/%/libonnxruntime.so.1:
+	.ci/fetch-ort $(ORT_VERSION) $(ORT_DIR) $*
+
+# --- tests -------------------------------------------------------------------
+test: deps ## README test command: go test -race ./... with ONNX Runtime required
+	$(ORT_ENV) EDGED_REQUIRE_ORT=1 $(GO) test -race $(GOTEST_FLAGS) ./...
+
+check: fmt-check vet tidy-check test test-nocgo ## gofmt, vet, tidy, -race tests, CGO_ENABLED=0 tests
+
+fmt-check: ## gofmt -l must list nothing
+	@files=$$(git ls-files --cached --others --exclude-standard -- '*.go' | \
+		while read -r f; do if [[ -f $$f ]]; then printf '%s\n' "$$f"; fi; done | xargs -r gofmt -l); \
+	if [[ -n $$files ]]; then echo "gofmt: these files need 'gofmt -w':"; echo "$$files"; exit 1; fi; \
+	echo "gofmt: clean"
+
+vet: ## go vet (cgo, CGO_ENABLED=0, and arm64 without cgo)
+	$(GO) vet $(TAGFLAG) ./...
+	CGO_ENABLED=0 $(GO) vet $(TAGFLAG) ./...
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(TAGFLAG) ./...
+
+tidy-check: ## go.mod/go.sum are tidy
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result"; exit 1; }
+
+test-nocgo: ## go test ./... with CGO_ENABLED=0 (pure-Go stubs)
+	CGO_ENABLED=0 $(GO) test $(GOTEST_FLAGS) ./...
+
+# --- arm64 -------------------------------------------------------------------
+sysroot: ## Debian bullseye arm64 sysroot (glibc 2.31) in .sysroot/ (skipped when up to date)
+	.ci/mksysroot $(SYSROOT)
+
+cross: sysroot $(ORT_LIB_arm64) ## bin/edged-linux-arm64 against the glibc 2.31 sysroot, then check-glibc
+	@mkdir -p $(BIN)
+	$(CROSS_ENV) $(GO) build $(GOFLAGS_BUILD) $(TAGFLAG) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/edged-linux-arm64 ./cmd/edged
+	$(MAKE) check-glibc
+
+cross-selftest: sysroot ## build a C + C++ cgo program with the cross flags, check-glibc it, run it under qemu
+	@mkdir -p $(BIN)
+	cd .ci/crosscheck && $(CROSS_ENV) $(GO) build -o $(abspath $(BIN))/crosscheck-linux-arm64 .
+	.ci/check-glibc $(BIN)/crosscheck-linux-arm64
+	EDGED_QEMU_SYSROOT=$(SYSROOT_ABS) EDGED_QEMU=$(QEMU) .ci/qemu-exec $(BIN)/crosscheck-linux-arm64
+
+check-glibc: ## highest GLIBC_/GLIBCXX_ needed by the arm64 build must be <= JetPack 5's
+	.ci/check-glibc $(BIN)/edged-linux-arm64 $(ORT_LIB_arm64)
+
+test-arm64: sysroot $(ORT_LIB_arm64) ## unit tests cross-compiled for arm64, run under qemu-aarch64 (no -race)
+	$(CROSS_ENV) EDGED_QEMU_SYSROOT=$(SYSROOT_ABS) EDGED_QEMU=$(QEMU) \
+	EDGED_EXEC_WRAPPER=$(abspath .ci/qemu-exec) \
+	EDGED_ONNXRUNTIME_LIB=$(abspath $(ORT_LIB_arm64)) EDGED_REQUIRE_ORT=1 \
+	$(GO) test -exec $(abspath .ci/qemu-exec) -timeout 30m $(TAGFLAG) $(GOTEST_FLAGS) ./...
+
+# --- install -----------------------------------------------------------------
+# DESTDIR stages (packaging, or a tree to copy to a Jetson); PREFIX is where it
+# lives on the target. Unit files name /usr/bin/edged and /usr/lib/edged: they
+# are rewritten for another PREFIX. An existing edged.toml is never replaced.
+install: ## install binary, ORT library, units, sysusers/tmpfiles, default config (DESTDIR, PREFIX, INSTALL_ARCH)
+	@test -x $(INSTALL_BIN) || { echo "install: $(INSTALL_BIN) missing: run 'make build' (or 'make cross' with INSTALL_ARCH=arm64) first"; exit 1; }
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/edged
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/edged
+	install -m 0644 $(ORT_DIR)/$(INSTALL_ARCH)/libonnxruntime.so.1 $(DESTDIR)$(LIBDIR)/libonnxruntime.so.1
+	for u in edged.service edged.socket; do \
+		sed -e 's#/usr/bin/edged#$(BINDIR)/edged#g' -e 's#/usr/lib/edged/#$(LIBDIR)/#g' \
+			-e 's#/usr/share/doc/edged/#$(DOCDIR)/#g' -e 's#/etc/edged/#$(SYSCONFDIR)/edged/#g' \
+			systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u; \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u; \
+	done
+	install -m 0644 systemd/sysusers.d/edged.conf $(DESTDIR)$(SYSUSERSDIR)/edged.conf
+	sed -e 's#/etc/edged#$(SYSCONFDIR)/edged#g' systemd/tmpfiles.d/edged.conf >$(DESTDIR)$(TMPFILESDIR)/edged.conf
+	chmod 0644 $(DESTDIR)$(TMPFILESDIR)/edged.conf
+	install -m 0644 docs/SYSTEMD.md $(DESTDIR)$(DOCDIR)/SYSTEMD.md
+	@if [[ -e $(DESTDIR)$(SYSCONFDIR)/edged/edged.toml ]]; then \
+		echo "install: keeping existing $(DESTDIR)$(SYSCONFDIR)/edged/edged.toml"; \
+	elif [[ -f configs/edged.toml ]]; then \
+		install -m 0644 configs/edged.toml $(DESTDIR)$(SYSCONFDIR)/edged/edged.toml; \
+	else \
+		echo "install: configs/edged.toml missing: no default config installed"; exit 1; \
+	fi
+	@echo "installed edged $(VERSION) ($(INSTALL_ARCH)) under $(DESTDIR)$(PREFIX). On the target, as root:"
+	@echo "  systemd-sysusers edged.conf && systemd-tmpfiles --create edged.conf"
+	@echo "  systemctl daemon-reload && systemctl enable --now edged.socket edged.service"
+
+systemd-verify: ## systemd-analyze verify the units against a staged install (needs a built binary)
+	.ci/systemd-verify
+
+# --- benchmarks, generate, fuzz -------------------------------------------------
+bench: ## Go benchmarks of all packages (-benchmem); output also in bin/bench-*.txt
+	@mkdir -p $(BIN)
+	$(ORT_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(TAGFLAG) ./... | tee $(BENCH_OUT)
+	@echo "benchmark output: $(BENCH_OUT)"
+
+generate: ## go generate ./... (CI fails when this changes the tree)
+	$(GO) generate ./...
+
+generate-check: ## generate, then fail if the tree changed
+	@before=$$(git status --porcelain); \
+	$(MAKE) generate; \
+	after=$$(git status --porcelain); \
+	if [[ "$$before" != "$$after" ]]; then \
+		echo "go generate changed the tree: commit the regenerated files"; git status --short; git diff --stat; exit 1; \
+	fi; echo "generate: no drift"
+
+fuzz: ## run every Fuzz target for FUZZTIME each (default 15s)
+	.ci/fuzz-smoke $(FUZZTIME)
+
+# --- hardware ------------------------------------------------------------------
+TENSORRT_INCLUDE ?= /usr/include/aarch64-linux-gnu
+trt-check: ## hook: TensorRT shim checks (owned by trt/tensorrt)
+	@if [[ ! -f trt/tensorrt/Makefile ]]; then \
+		echo "trt-check: trt/tensorrt/Makefile is missing: the TensorRT shim has not added its 'check' target yet (TENSORRT_INCLUDE=$(TENSORRT_INCLUDE))"; exit 1; \
+	fi
+	$(MAKE) -C trt/tensorrt check TENSORRT_INCLUDE=$(TENSORRT_INCLUDE)
+
+hil: ## hardware-in-the-loop tests (-tags hil) on a Jetson; devices from EDGED_HIL_* env
+	@for v in $(HIL_VARS); do printf '  %-22s %s\n' "$$v" "$${!v:-(unset: tests needing it skip)}"; done
+	$(ORT_ENV) $(GO) test -tags 'hil $(TAGS)' -count=1 -timeout 60m $(GOTEST_FLAGS) ./...
+
+clean: ## remove bin/ (keeps third_party/ and .sysroot/)
+	rm -rf $(BIN)
