@@ -1,0 +1,136 @@
+package trt
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Budget decides whether a model file of modelBytes bytes may be staged now.
+// It returns nil to go ahead or an error wrapping ErrMemory. A reload calls
+// it before the staging engine is created, so a reload that would not fit
+// never allocates.
+//
+// On Jetson the GPU memory is the system DRAM and [MemInfoBudget] is the
+// right check; on a discrete GPU the runtime supplies one based on
+// cuMemGetInfo.
+type Budget func(modelBytes int64) error
+
+// MemInfoBudget checks MemAvailable in /proc/meminfo against the file size
+// times a factor plus a reserve.
+type MemInfoBudget struct {
+	// Root is prefixed to /proc/meminfo; "" means "/". Tests point it at
+	// a fixture tree.
+	Root string
+	// Factor multiplies the model file size to estimate what staging
+	// needs (weights plus activations and runtime state); 0 means 2.
+	Factor float64
+	// Reserve is kept free for the rest of the system; 0 means 64 MiB,
+	// a negative value means none.
+	Reserve int64
+}
+
+// Defaults of MemInfoBudget.
+const (
+	DefaultBudgetFactor  = 2.0
+	DefaultBudgetReserve = 64 << 20
+)
+
+// Check implements Budget. When meminfo cannot be read or has no
+// MemAvailable line (kernels before 3.14, some containers) it lets the
+// reload go ahead: a missing estimate must not stop engine updates.
+func (b MemInfoBudget) Check(modelBytes int64) error {
+	factor, reserve := b.Factor, b.Reserve
+	if factor <= 0 {
+		factor = DefaultBudgetFactor
+	}
+	if reserve == 0 {
+		reserve = DefaultBudgetReserve
+	} else if reserve < 0 {
+		reserve = 0
+	}
+	path := filepath.Join(rootOr(b.Root), "proc", "meminfo")
+	avail, err := readMemAvailable(path)
+	if err != nil {
+		return nil
+	}
+	need := int64(float64(modelBytes)*factor) + reserve
+	if need <= avail {
+		return nil
+	}
+	return fmt.Errorf("%w: staging a %d MiB model needs about %d MiB (%.1f x file size + %d MiB reserve) but %s reports MemAvailable %d MiB; free memory (on Jetson the GPU shares system DRAM) or lower the budget factor",
+		ErrMemory, mib(modelBytes), mib(need), factor, mib(reserve), path, mib(avail))
+}
+
+func rootOr(root string) string {
+	if root == "" {
+		return "/"
+	}
+	return root
+}
+
+func mib(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
+
+// errNoMemAvailable is returned when meminfo lacks a parsable
+// MemAvailable line.
+var errNoMemAvailable = errors.New("trt: no MemAvailable line in meminfo")
+
+// readMemAvailable reads path with one bounded read and parses it.
+func readMemAvailable(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var buf [8192]byte
+	n, err := io.ReadFull(f, buf[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	return parseMemAvailable(buf[:n])
+}
+
+// parseMemAvailable returns MemAvailable in bytes from the text of
+// /proc/meminfo ("MemAvailable:   123456 kB").
+func parseMemAvailable(b []byte) (int64, error) {
+	const key = "MemAvailable:"
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		rest, ok := bytes.CutPrefix(line, []byte(key))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) == 0 || len(f) > 2 {
+			return 0, fmt.Errorf("%w: %q", errNoMemAvailable, line)
+		}
+		v, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%w: %q", errNoMemAvailable, line)
+		}
+		unit := int64(1)
+		if len(f) == 2 {
+			switch string(f[1]) {
+			case "kB":
+				unit = 1024
+			case "B":
+			default:
+				return 0, fmt.Errorf("%w: unit in %q", errNoMemAvailable, line)
+			}
+		}
+		if v > (1<<62)/unit {
+			return 0, fmt.Errorf("%w: %q out of range", errNoMemAvailable, line)
+		}
+		return v * unit, nil
+	}
+	return 0, errNoMemAvailable
+}

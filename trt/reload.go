@@ -1,0 +1,651 @@
+package trt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Target is one consumer of a model file: a pipeline's Hot, the signature
+// the pipeline was built for and the options its engines are loaded with.
+// Each target gets its own engine (engines are bound to their tensors and
+// used by one goroutine at a time).
+type Target struct {
+	// Name names the target (the pipeline) in events.
+	Name string
+	// Hot receives the engines. The Reloader never closes it.
+	Hot *Hot
+	// Want is the signature every engine must have. When empty, the
+	// first engine installed (normally by Load) fixes it.
+	Want Signature
+	// Load is passed to Backend.Load; an empty Name becomes the model
+	// name.
+	Load LoadOptions
+}
+
+// ReloaderOptions configure a Reloader.
+type ReloaderOptions struct {
+	// Path is the model file. It may be a symlink, followed on every
+	// check.
+	Path string
+	// Model names the model in events and errors; "" means the file name.
+	Model string
+	// Backend loads the engines.
+	Backend Backend
+	// Targets receive the engines; at least one.
+	Targets []Target
+
+	// Debounce is how long the folder must be quiet after the last event
+	// before the file is checked; 0 means 250 ms.
+	Debounce time.Duration
+	// Settle is the interval across which size, mtime and inode must stay
+	// the same before the file is read; 0 means 100 ms.
+	Settle time.Duration
+	// Rescan is the period of the safety-net rescan while file events
+	// work (it stats the file and reads it only when the stat changed);
+	// 0 means 30 s, a negative value disables it.
+	Rescan time.Duration
+	// Poll is the rescan period while file events are unavailable; 0
+	// means 2 s.
+	Poll time.Duration
+	// WarmupTimeout bounds the warm-up inference; 0 means 60 s.
+	WarmupTimeout time.Duration
+	// MaxBytes bounds the model file size; 0 means 4 GiB.
+	MaxBytes int64
+	// Budget is asked before each staging; nil means
+	// MemInfoBudget{}.Check (system memory, right for Jetson and CPU
+	// backends).
+	Budget Budget
+	// Gate bounds concurrent stagings; nil means the process-wide gate of
+	// one, shared by every Reloader.
+	Gate *StagingGate
+	// OnEvent receives every event, one at a time, on the Reloader's
+	// goroutine. It must return quickly and must not call Load or Close.
+	OnEvent func(ReloadEvent)
+}
+
+// Defaults of ReloaderOptions.
+const (
+	DefaultDebounce      = 250 * time.Millisecond
+	DefaultSettle        = 100 * time.Millisecond
+	DefaultRescan        = 30 * time.Second
+	DefaultPoll          = 2 * time.Second
+	DefaultWarmupTimeout = 60 * time.Second
+	DefaultMaxBytes      = 4 << 30
+)
+
+// checkKind orders why a check runs; a stronger reason wins when several
+// are pending.
+type checkKind int
+
+const (
+	kindNone   checkKind = iota
+	kindRescan           // periodic: skipped when stat is unchanged
+	kindEvent            // a file event or a watcher error: read and hash
+	kindManual           // Trigger: also re-validates quarantined content
+)
+
+type target struct {
+	Target
+	bad         [32]byte
+	quarantined bool
+}
+
+// Reloader keeps the engines of one model file's targets in step with the
+// file. Load installs the first engines; Start watches the file's folder
+// and reloads on change; every reload is a transaction that either
+// installs a validated, warmed-up engine or leaves the serving one alone.
+//
+// Changes are found by fsnotify on the parent folder (never on the file),
+// a periodic rescan and Trigger. A file is read only once it has been
+// quiet for Debounce and its stat stayed the same across Settle; it is read
+// once, and the same bytes are hashed and loaded. Content identical to the
+// serving engine's is skipped; content that was rejected is quarantined
+// until the file changes (except for memory and backend failures, retried
+// at each rescan).
+type Reloader struct {
+	opts     ReloaderOptions
+	model    string
+	path     string // absolute, clean
+	dir      string // filepath.Dir(path)
+	targets  []*target
+	stager   stager
+	onEvent  func(ReloadEvent)
+	interval [2]time.Duration // rescan period while watching, while polling
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	kick   chan struct{} // file may have changed (cap 1)
+	trig   chan struct{} // Trigger (cap 1)
+	inject chan error    // extra watcher errors (tests)
+
+	kickSeq  atomic.Uint64
+	full     atomic.Bool
+	linked   atomic.Bool
+	dirLost  atomic.Bool
+	resolved atomic.Pointer[string]
+
+	startOnce  sync.Once
+	closeOnce  sync.Once
+	workerDone chan struct{}
+	drainWG    sync.WaitGroup
+
+	txMu       sync.Mutex // serialises Load and checks; guards the fields below
+	w          watcher
+	watching   bool // r.dir is watched
+	extraDir   string
+	polling    bool
+	last       fileKey
+	missingNow bool
+	unreadable string
+	retry      bool
+
+	statsMu sync.Mutex
+	stats   ReloadStats
+
+	newWatcher func() (watcher, error)
+	checkHook  func(start time.Time)
+}
+
+// NewReloader validates opts and returns a Reloader that does nothing
+// until Load or Start.
+func NewReloader(opts ReloaderOptions) (*Reloader, error) {
+	if opts.Path == "" {
+		return nil, errors.New("trt: reloader: no model path")
+	}
+	if opts.Backend == nil {
+		return nil, fmt.Errorf("trt: reloader for %s: no backend", opts.Path)
+	}
+	if len(opts.Targets) == 0 {
+		return nil, fmt.Errorf("trt: reloader for %s: no targets", opts.Path)
+	}
+	abs, err := filepath.Abs(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("trt: reloader: model path %s: %w", opts.Path, err)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&opts.Debounce, DefaultDebounce)
+	def(&opts.Settle, DefaultSettle)
+	def(&opts.Rescan, DefaultRescan)
+	def(&opts.Poll, DefaultPoll)
+	def(&opts.WarmupTimeout, DefaultWarmupTimeout)
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.Model == "" {
+		opts.Model = filepath.Base(abs)
+	}
+	if opts.Budget == nil {
+		opts.Budget = MemInfoBudget{}.Check
+	}
+	if opts.Gate == nil {
+		opts.Gate = processGate
+	}
+	r := &Reloader{
+		opts:       opts,
+		model:      opts.Model,
+		path:       abs,
+		dir:        filepath.Dir(abs),
+		stager:     stager{backend: opts.Backend, budget: opts.Budget, gate: opts.Gate, warmup: opts.WarmupTimeout},
+		onEvent:    opts.OnEvent,
+		kick:       make(chan struct{}, 1),
+		trig:       make(chan struct{}, 1),
+		inject:     make(chan error, 16),
+		newWatcher: newFSWatcher,
+		stats:      ReloadStats{RejectedBy: map[string]uint64{}},
+	}
+	r.interval = [2]time.Duration{opts.Rescan, opts.Poll}
+	if opts.Rescan < 0 {
+		r.interval[0] = math.MaxInt64
+	}
+	for i, t := range opts.Targets {
+		if t.Hot == nil {
+			return nil, fmt.Errorf("trt: reloader for %s: target %d (%q) has no Hot", opts.Path, i, t.Name)
+		}
+		if t.Load.Name == "" {
+			t.Load.Name = opts.Model
+		}
+		r.targets = append(r.targets, &target{Target: t})
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Want returns the signature target i's engines must have: Target.Want,
+// or the signature of the first engine installed when that was empty.
+func (r *Reloader) Want(i int) Signature {
+	r.txMu.Lock()
+	defer r.txMu.Unlock()
+	return r.targets[i].Want
+}
+
+// Load reads the model file now and stages and installs an engine for
+// every target that does not already serve this content, through the same
+// validation and warm-up as a reload, with no debounce. It is the start-up
+// path: the error names the model, the file and the reason (wrapping a trt
+// sentinel, fs.ErrNotExist or ctx's error), and nothing is quarantined.
+func (r *Reloader) Load(ctx context.Context) error {
+	r.txMu.Lock()
+	defer r.txMu.Unlock()
+	var (
+		data []byte
+		key  fileKey
+		err  error
+	)
+	for attempt := 0; ; attempt++ {
+		key, err = statFile(r.path)
+		if err == nil {
+			data, key, err = readFile(r.path, r.opts.MaxBytes, key)
+		}
+		if !errors.Is(err, errUnstable) || attempt == 4 {
+			break
+		}
+		if !sleepCtx(ctx, r.opts.Settle) {
+			return ctx.Err()
+		}
+	}
+	r.updateLink()
+	switch {
+	case err == nil:
+	case missing(err):
+		return fmt.Errorf("trt: model %s: %s does not exist (%w); check the model path", r.model, r.opts.Path, err)
+	case errors.Is(err, errUnstable):
+		return fmt.Errorf("trt: model %s: %s kept changing while being read; write it under a temporary name and rename it into place: %w", r.model, r.opts.Path, err)
+	default:
+		return fmt.Errorf("trt: model %s: cannot read %s: %w", r.model, r.opts.Path, err)
+	}
+	sha := sha256.Sum256(data)
+	for _, t := range r.targets {
+		if cur := t.Hot.Current(); cur != nil && cur.SHA256 == sha {
+			continue
+		}
+		if _, err := r.apply(ctx, t, data, sha); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("trt: model %s: %s (sha256 %s) rejected for %s: %w", r.model, r.opts.Path, hex.EncodeToString(sha[:6]), t.label(), err)
+		}
+	}
+	r.last = key
+	r.missingNow = false
+	return nil
+}
+
+func (t *target) label() string {
+	if t.Name == "" {
+		return "its pipeline"
+	}
+	return "pipeline " + t.Name
+}
+
+// apply stages data for t and installs it. Called with txMu held.
+func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]byte) (*Generation, error) {
+	e, done, err := r.stager.stage(ctx, data, t.Load, t.Want)
+	if err != nil {
+		return nil, err
+	}
+	sig := SignatureOf(e)
+	g := t.Hot.Install(e, r.model, sha)
+	done()
+	if t.Want.empty() {
+		t.Want = sig
+	}
+	return g, nil
+}
+
+// Start begins watching the model file. It returns at once; changes are
+// reported through OnEvent. Start after Close does nothing.
+func (r *Reloader) Start() {
+	r.startOnce.Do(func() {
+		if r.ctx.Err() != nil {
+			return
+		}
+		r.workerDone = make(chan struct{})
+		go r.run()
+	})
+}
+
+// Trigger asks for a check now (after the debounce), as SIGHUP and
+// `edged reload` do. Unlike a file event it also re-validates content that
+// is quarantined and reports OutcomeUnchanged when nothing changed.
+func (r *Reloader) Trigger() {
+	select {
+	case r.trig <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops watching: it cancels a staging in progress (the serving
+// engines are untouched), closes the watcher after draining it and waits
+// for the Reloader's goroutines. It is idempotent. The targets' Hots stay
+// open; close them after the Reloader.
+func (r *Reloader) Close() error {
+	r.closeOnce.Do(func() {
+		r.cancel()
+		r.startOnce.Do(func() {}) // a later Start does nothing
+		if r.workerDone != nil {
+			<-r.workerDone
+		}
+		r.txMu.Lock()
+		w := r.w
+		r.txMu.Unlock()
+		if w != nil {
+			w.Close() // closes Events and Errors; drain then returns
+		}
+		r.drainWG.Wait()
+	})
+	return nil
+}
+
+// Stats returns the counters.
+func (r *Reloader) Stats() ReloadStats {
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	s := r.stats
+	s.RejectedBy = maps.Clone(r.stats.RejectedBy)
+	return s
+}
+
+func (r *Reloader) count(f func(*ReloadStats)) {
+	r.statsMu.Lock()
+	f(&r.stats)
+	r.statsMu.Unlock()
+}
+
+func (r *Reloader) emit(ev ReloadEvent) {
+	ev.Model, ev.Path = r.model, r.opts.Path
+	if r.onEvent != nil {
+		r.onEvent(ev)
+	}
+}
+
+// run is the worker: it waits for a reason to check, debounces and checks.
+func (r *Reloader) run() {
+	defer close(r.workerDone)
+	r.txMu.Lock()
+	kind := kindRescan // after Load: the stat shows changes made before the watch existed
+	if r.last.fi == nil {
+		kind = kindEvent
+	}
+	r.txMu.Unlock()
+	tick := time.NewTimer(r.interval[0])
+	defer tick.Stop()
+	pending := true
+	for {
+		if !pending {
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-r.kick:
+				kind = max(kind, kindEvent)
+			case <-r.trig:
+				kind = kindManual
+			case <-tick.C:
+				kind = max(kind, kindRescan)
+			}
+		}
+		if !r.debounce(&kind) {
+			return
+		}
+		if r.full.Swap(false) {
+			kind = max(kind, kindEvent)
+		}
+		pending = r.check(r.ctx, kind)
+		if !pending {
+			kind = kindNone
+		}
+		r.txMu.Lock()
+		polling := r.polling
+		r.txMu.Unlock()
+		if polling {
+			tick.Reset(r.interval[1])
+		} else {
+			tick.Reset(r.interval[0])
+		}
+	}
+}
+
+// debounce waits until nothing happened for Debounce.
+func (r *Reloader) debounce(kind *checkKind) bool {
+	t := time.NewTimer(r.opts.Debounce)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return false
+		case <-r.kick:
+			*kind = max(*kind, kindEvent)
+		case <-r.trig:
+			*kind = kindManual
+		case <-t.C:
+			return true
+		}
+		t.Reset(r.opts.Debounce)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// check looks at the file once and, when its content is new, runs the
+// transaction for every target. It returns true when the file was still
+// changing and should be checked again after another debounce.
+func (r *Reloader) check(ctx context.Context, kind checkKind) (again bool) {
+	r.txMu.Lock()
+	defer r.txMu.Unlock()
+	start := time.Now()
+	if r.checkHook != nil {
+		defer r.checkHook(start)
+	}
+	r.ensureWatch()
+	r.count(func(s *ReloadStats) { s.Checks++ })
+	key, err := statFile(r.path)
+	r.updateLink()
+	if err != nil {
+		r.statFailed(err, start)
+		return false
+	}
+	if kind == kindRescan && !r.retry && !r.missingNow && r.unreadable == "" && key.same(r.last) {
+		return false
+	}
+	seq := r.kickSeq.Load()
+	if !sleepCtx(ctx, r.opts.Settle) {
+		return false
+	}
+	if r.kickSeq.Load() != seq {
+		r.count(func(s *ReloadStats) { s.Unstable++ })
+		return true
+	}
+	data, key, err := readFile(r.path, r.opts.MaxBytes, key)
+	if errors.Is(err, errUnstable) {
+		r.count(func(s *ReloadStats) { s.Unstable++ })
+		return true
+	}
+	if err != nil {
+		r.statFailed(err, start)
+		return false
+	}
+	r.last, r.unreadable, r.retry = key, "", false
+	wasMissing := r.missingNow
+	r.missingNow = false
+	sha := sha256.Sum256(data)
+	for _, t := range r.targets {
+		if ctx.Err() != nil {
+			return false
+		}
+		r.transact(ctx, t, data, sha, kind, wasMissing, start)
+	}
+	return false
+}
+
+// statFailed reports a missing or unreadable file once per change of state.
+func (r *Reloader) statFailed(err error, start time.Time) {
+	r.last = fileKey{}
+	if missing(err) {
+		if r.missingNow {
+			return
+		}
+		r.missingNow = true
+		r.count(func(s *ReloadStats) { s.Missing++ })
+		reason := fmt.Errorf("trt: model %s: %s is missing (%w); the loaded engine keeps serving and the file is loaded again when it reappears", r.model, r.opts.Path, err)
+		for _, t := range r.targets {
+			r.emitFor(t, OutcomeMissing, [32]byte{}, reason, start)
+		}
+		return
+	}
+	if msg := err.Error(); msg != r.unreadable {
+		r.unreadable = msg
+		reason := fmt.Errorf("trt: model %s: cannot read %s: %w; the loaded engine keeps serving, fix the file and it is checked again", r.model, r.opts.Path, err)
+		for _, t := range r.targets {
+			r.emitFor(t, OutcomeUnreadable, [32]byte{}, reason, start)
+		}
+	}
+}
+
+func (r *Reloader) emitFor(t *target, o Outcome, sha [32]byte, reason error, start time.Time) {
+	ev := ReloadEvent{Target: t.Name, Outcome: o, SHA256: sha, Reason: reason, Duration: time.Since(start)}
+	if cur := t.Hot.Current(); cur != nil {
+		ev.Generation = cur.Number
+		if sha == ([32]byte{}) {
+			ev.SHA256 = cur.SHA256
+		}
+	}
+	r.emit(ev)
+}
+
+// transact brings one target to the content data (hash sha).
+func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32]byte, kind checkKind, wasMissing bool, start time.Time) {
+	if cur := t.Hot.Current(); cur != nil && cur.SHA256 == sha {
+		t.quarantined = false
+		r.count(func(s *ReloadStats) { s.Unchanged++ })
+		if kind == kindManual || wasMissing {
+			r.emitFor(t, OutcomeUnchanged, sha, nil, start)
+		}
+		return
+	}
+	if t.quarantined && t.bad == sha && kind != kindManual {
+		r.count(func(s *ReloadStats) { s.Quarantined++ })
+		return
+	}
+	t.quarantined = false
+	if _, err := r.apply(ctx, t, data, sha); err != nil {
+		if ctx.Err() != nil {
+			return // closing: cancellation is not a rejection
+		}
+		if transient(err) {
+			r.retry = true
+		} else {
+			t.bad, t.quarantined = sha, true
+		}
+		reason := RejectReason(err)
+		r.count(func(s *ReloadStats) {
+			s.Rejected++
+			s.RejectedBy[reason]++
+		})
+		r.emitFor(t, OutcomeRejected, sha, err, start)
+		return
+	}
+	r.count(func(s *ReloadStats) { s.Reloaded++ })
+	r.emitFor(t, OutcomeReloaded, sha, nil, start)
+}
+
+// updateLink records whether the model path is a symlink and where it
+// leads, for the event filter.
+func (r *Reloader) updateLink() {
+	fi, err := os.Lstat(r.path)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		r.linked.Store(false)
+		r.resolved.Store(nil)
+		return
+	}
+	r.linked.Store(true)
+	if res, err := filepath.EvalSymlinks(r.path); err == nil {
+		if abs, err := filepath.Abs(res); err == nil {
+			r.resolved.Store(&abs)
+		}
+	}
+}
+
+// ensureWatch creates the watcher and watches the folder, switching
+// between watching and polling and reporting each switch. Called with txMu
+// held, by the worker only.
+func (r *Reloader) ensureWatch() {
+	var err error
+	if r.w == nil {
+		w, e := r.newWatcher()
+		if e != nil {
+			err = watchHint("cannot create a file watcher", e)
+		} else {
+			r.w = w
+			r.drainWG.Add(1)
+			go r.drain(w)
+		}
+	}
+	if r.w != nil {
+		if r.dirLost.Swap(false) {
+			r.watching = false
+		}
+		if !r.watching {
+			if e := r.w.Add(r.dir); e != nil {
+				err = watchHint("cannot watch folder "+r.dir, e)
+			} else {
+				r.watching = true
+			}
+		}
+		if r.watching {
+			r.watchResolved()
+		}
+	}
+	polling := err != nil
+	if polling == r.polling {
+		return
+	}
+	r.polling = polling
+	r.count(func(s *ReloadStats) { s.Polling = polling })
+	if polling {
+		r.emit(ReloadEvent{Outcome: OutcomePolling, Reason: fmt.Errorf("trt: model %s: %w; checking %s every %s instead", r.model, err, r.opts.Path, r.interval[1])})
+	} else {
+		r.emit(ReloadEvent{Outcome: OutcomeWatching})
+	}
+}
+
+// watchResolved also watches the folder the symlinked model file lives in,
+// when that is not the model path's folder, so in-place changes there are
+// seen too.
+func (r *Reloader) watchResolved() {
+	want := ""
+	if p := r.resolved.Load(); p != nil && filepath.Dir(*p) != r.dir {
+		want = filepath.Dir(*p)
+	}
+	if want == r.extraDir {
+		return
+	}
+	if r.extraDir != "" {
+		r.w.Remove(r.extraDir) // fails when the folder is gone; nothing to undo then
+		r.extraDir = ""
+	}
+	if want != "" && r.w.Add(want) == nil {
+		r.extraDir = want
+	}
+}

@@ -1,0 +1,142 @@
+package trt
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome is what a reload check did for one target.
+type Outcome int
+
+// Outcomes of a reload check.
+const (
+	// OutcomeReloaded: a new engine was validated and installed.
+	OutcomeReloaded Outcome = iota + 1
+	// OutcomeRejected: the new content failed validation; the old engine
+	// keeps serving. Reason wraps ErrEngineInvalid, ErrVersion,
+	// ErrSignature, ErrWarmup, ErrMemory or ErrBackend.
+	OutcomeRejected
+	// OutcomeUnchanged: the file holds the content already serving
+	// (reported after a manual Trigger and when a missing file comes
+	// back unchanged).
+	OutcomeUnchanged
+	// OutcomeMissing: the model file disappeared; the loaded engine keeps
+	// serving and the file is loaded again when it reappears.
+	OutcomeMissing
+	// OutcomeUnreadable: the file exists but cannot be read (permissions,
+	// not a regular file, too large, I/O error).
+	OutcomeUnreadable
+	// OutcomePolling: file events are unavailable (inotify limits, the
+	// folder is missing); changes are found by polling instead.
+	OutcomePolling
+	// OutcomeWatching: file events work again after OutcomePolling.
+	OutcomeWatching
+)
+
+var outcomeNames = [...]string{"", "reloaded", "rejected", "unchanged", "missing", "unreadable", "polling", "watching"}
+
+func (o Outcome) String() string {
+	if o > 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// ReloadEvent reports one outcome of a Reloader for one target.
+type ReloadEvent struct {
+	Model   string // model name
+	Target  string // target (pipeline) name
+	Path    string // model file as configured
+	Outcome Outcome
+	// Generation is the target's serving generation after the event: the
+	// new one for OutcomeReloaded, the one still serving otherwise (0 when
+	// none is installed).
+	Generation uint64
+	// SHA256 is the hash of the content examined (for OutcomeRejected the
+	// rejected content); zero when no content was read.
+	SHA256 [32]byte
+	// Reason says why, for every outcome but OutcomeReloaded and
+	// OutcomeUnchanged.
+	Reason error
+	// Duration runs from the start of the check (reading the file) to
+	// the outcome.
+	Duration time.Duration
+}
+
+// SHAPrefix is the first 12 hex digits of SHA256, or "" when it is zero.
+func (e ReloadEvent) SHAPrefix() string {
+	if e.SHA256 == ([32]byte{}) {
+		return ""
+	}
+	return hex.EncodeToString(e.SHA256[:6])
+}
+
+func (e ReloadEvent) String() string {
+	s := fmt.Sprintf("model %s target %s: %s gen=%d", e.Model, e.Target, e.Outcome, e.Generation)
+	if p := e.SHAPrefix(); p != "" {
+		s += " sha256=" + p
+	}
+	if e.Reason != nil {
+		s += ": " + e.Reason.Error()
+	}
+	return s
+}
+
+// Rejection reasons as returned by RejectReason; they are stable metric
+// label values.
+const (
+	ReasonInvalid   = "invalid"
+	ReasonVersion   = "version"
+	ReasonSignature = "signature"
+	ReasonWarmup    = "warmup"
+	ReasonMemory    = "memory"
+	ReasonBackend   = "backend"
+	ReasonOther     = "other"
+)
+
+// RejectReason names the trt sentinel err wraps, for counting and for
+// status records.
+func RejectReason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrWarmup):
+		return ReasonWarmup
+	case errors.Is(err, ErrSignature):
+		return ReasonSignature
+	case errors.Is(err, ErrVersion):
+		return ReasonVersion
+	case errors.Is(err, ErrMemory):
+		return ReasonMemory
+	case errors.Is(err, ErrBackend):
+		return ReasonBackend
+	case errors.Is(err, ErrEngineInvalid):
+		return ReasonInvalid
+	}
+	return ReasonOther
+}
+
+// transient reports whether a rejection may go away without the file
+// changing; such content is retried at the next periodic rescan instead of
+// being quarantined.
+func transient(err error) bool {
+	return errors.Is(err, ErrMemory) || errors.Is(err, ErrBackend)
+}
+
+// ReloadStats are a Reloader's counters since it was created.
+type ReloadStats struct {
+	Checks      uint64 // file checks after debouncing
+	Reloaded    uint64 // engines installed by reloads (not the initial Load)
+	Rejected    uint64 // staged engines rejected
+	Unchanged   uint64 // checks that found the content already serving
+	Quarantined uint64 // checks skipped because the content was rejected before
+	Missing     uint64 // times the file went missing
+	Unstable    uint64 // checks put off because the file was still changing
+	Rescans     uint64 // full rescans forced by ErrEventOverflow or watcher errors
+	WatchErrors uint64 // errors from the file watcher, overflows included
+	Polling     bool   // file events unavailable right now
+	// RejectedBy counts rejections by RejectReason.
+	RejectedBy map[string]uint64
+}
