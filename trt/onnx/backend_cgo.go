@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -39,6 +40,9 @@ func New(o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a, err := filepath.Abs(lib); err == nil {
+		lib = a
+	}
 	key := canonical(lib)
 	if env.lib != "" {
 		if key != env.lib {
@@ -61,9 +65,6 @@ func New(o Options) (*Backend, error) {
 }
 
 func canonical(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		p = a
-	}
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		p = r
 	}
@@ -91,7 +92,7 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	}
 	inInfo, outInfo, err := ort.GetInputOutputInfoWithONNXData(model)
 	if err != nil {
-		return nil, fmt.Errorf("%w: onnx: model %q: ONNX Runtime %s cannot load it: %s",
+		return nil, fmt.Errorf("%w: onnx: model %q: ONNX Runtime %s cannot load it: %s (is it a complete .onnx file? copy or export it again)",
 			trt.ErrEngineInvalid, name, b.version, unwrapORT(err))
 	}
 	if err := ctx.Err(); err != nil {
@@ -319,11 +320,10 @@ func (e *engine) add(alloc umem.Allocator, s trt.TensorSpec, ts *[]*trt.Tensor, 
 	return nil
 }
 
-func (e *engine) Backend() string          { return BackendName }
-func (e *engine) Inputs() []*trt.Tensor    { return e.inputs }
-func (e *engine) Outputs() []*trt.Tensor   { return e.outputs }
-func (e *engine) String() string           { return "onnxruntime engine " + e.name }
-func (e *engine) tensors() [][]*trt.Tensor { return [][]*trt.Tensor{e.inputs, e.outputs} }
+func (e *engine) Backend() string        { return BackendName }
+func (e *engine) Inputs() []*trt.Tensor  { return e.inputs }
+func (e *engine) Outputs() []*trt.Tensor { return e.outputs }
+func (e *engine) String() string         { return "onnxruntime engine " + e.name }
 
 // Infer runs the session on the bound tensors. It allocates nothing.
 func (e *engine) Infer(ctx context.Context) error {
@@ -360,10 +360,8 @@ func (e *engine) Close() error {
 	for _, v := range e.outValues {
 		errs = append(errs, v.Destroy())
 	}
-	for _, ts := range e.tensors() {
-		for _, t := range ts {
-			errs = append(errs, t.Buf.Release())
-		}
+	for _, t := range slices.Concat(e.inputs, e.outputs) {
+		errs = append(errs, t.Buf.Release())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("onnx: closing model %q: %w", e.name, err)

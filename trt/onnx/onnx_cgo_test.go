@@ -394,9 +394,12 @@ func TestInferAllocatesNothing(t *testing.T) {
 
 // TestLoadCloseCycles loads and closes the model repeatedly: file
 // descriptors and goroutines must not grow, and resident memory must stay
-// within a generous bound.
+// within a generous bound (glibc's heap grows a little and levels off).
+// Under an emulator (EDGED_EXEC_WRAPPER, make test-arm64) the resident size
+// is the emulator's, so it is only logged, and fewer cycles run.
 func TestLoadCloseCycles(t *testing.T) {
 	b := ortBackend(t)
+	emulated := os.Getenv("EDGED_EXEC_WRAPPER") != ""
 	cycle := func() {
 		e, err := b.Load(context.Background(), demomodel.Default, trt.LoadOptions{})
 		if err != nil {
@@ -413,7 +416,10 @@ func TestLoadCloseCycles(t *testing.T) {
 		cycle()
 	}
 	fds, gs, rss := countFDs(t), runtime.NumGoroutine(), rssBytes(t)
-	const n = 200
+	n := 200
+	if emulated {
+		n = 50
+	}
 	for range n {
 		cycle()
 	}
@@ -423,7 +429,9 @@ func TestLoadCloseCycles(t *testing.T) {
 	if got := runtime.NumGoroutine(); got > gs {
 		t.Errorf("goroutines grew from %d to %d", gs, got)
 	}
-	if got := rssBytes(t); got > rss+32<<20 {
+	got := rssBytes(t)
+	t.Logf("resident memory %d KiB -> %d KiB over %d load/close cycles", rss>>10, got>>10, n)
+	if got > rss+32<<20 && !emulated {
 		t.Errorf("resident memory grew from %d MiB to %d MiB over %d cycles", rss>>20, got>>20, n)
 	}
 }
