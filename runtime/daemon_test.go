@@ -1,0 +1,230 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/onnx"
+	"github.com/edged-dev/edged/umem"
+)
+
+// recordingSink keeps copies of what it is given.
+type recordingSink struct {
+	mu      sync.Mutex
+	results []stream.Record
+	status  []stream.Record
+	got     chan struct{}
+	closed  bool
+}
+
+func newRecordingSink() *recordingSink { return &recordingSink{got: make(chan struct{}, 1)} }
+
+func (s *recordingSink) Publish(r *stream.Record) {
+	c := *r
+	c.Outputs = make([]stream.Output, len(r.Outputs))
+	for i, o := range r.Outputs {
+		o.Data = append([]float32(nil), o.Data...)
+		o.Classes = append([]stream.Class(nil), o.Classes...)
+		c.Outputs[i] = o
+	}
+	s.mu.Lock()
+	if r.Kind == stream.KindResult {
+		s.results = append(s.results, c)
+	} else {
+		s.status = append(s.status, c)
+	}
+	s.mu.Unlock()
+	select {
+	case s.got <- struct{}{}:
+	default:
+	}
+}
+func (s *recordingSink) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (s *recordingSink) Close() error                  { s.mu.Lock(); s.closed = true; s.mu.Unlock(); return nil }
+
+func (s *recordingSink) waitResults(t *testing.T, n int, timeout time.Duration) []stream.Record {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		if len(s.results) >= n {
+			out := append([]stream.Record(nil), s.results...)
+			s.mu.Unlock()
+			return out
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.got:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %d results (have %d)", n, len(s.results))
+		}
+	}
+}
+
+// fakeNotifier records sd_notify states.
+type fakeNotifier struct {
+	mu     sync.Mutex
+	states []string
+}
+
+func (f *fakeNotifier) Notify(s string) error {
+	f.mu.Lock()
+	f.states = append(f.states, s)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeNotifier) all() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.states...)
+}
+
+func ortBackend(t *testing.T) trt.Backend {
+	t.Helper()
+	b, err := onnx.New(onnx.Options{})
+	if err != nil {
+		if os.Getenv("EDGED_REQUIRE_ORT") == "1" {
+			t.Fatalf("ONNX Runtime required: %v", err)
+		}
+		t.Skipf("ONNX Runtime not available (set EDGED_ONNXRUNTIME_LIB or run make deps): %v", err)
+	}
+	return b
+}
+
+func syntheticOptions(sc *SourceConfig) synthetic.Options {
+	pf, _ := sensors.ParsePixelFormat(sc.Format)
+	return synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS, Seed: uint64(sc.Seed), PeriodFrames: sc.Period}
+}
+
+func testFactories(t *testing.T, sink Sink, backend trt.Backend) Factories {
+	return Factories{
+		Allocator: func(GPUConfig) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
+		Camera: func(sc *SourceConfig, _ *Config) (sensors.Source, error) {
+			return synthetic.New(syntheticOptions(sc))
+		},
+		Sensor:  func(*SourceConfig, *Config) (sensors.SampleSource, error) { return nil, errors.New("no sensors in this test") },
+		Backend: func(string, *Config) (trt.Backend, error) { return backend, nil },
+		Sink: func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) {
+			return sink, nil
+		},
+	}
+}
+
+func defaultConfig(t *testing.T, edit func(string) string) *Config {
+	t.Helper()
+	text := string(configs.Default)
+	if edit != nil {
+		text = edit(text)
+	}
+	cfg, err := Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestDemoPipelineEndToEnd runs the embedded default configuration with the
+// real synthetic camera and the real demo model on ONNX Runtime, and checks
+// every result against what the camera drew for that frame.
+func TestDemoPipelineEndToEnd(t *testing.T) {
+	backend := ortBackend(t)
+	sink := newRecordingSink()
+	notes := &fakeNotifier{}
+	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1) })
+	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend), Notifier: notes, WatchdogInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	results := sink.waitResults(t, 200, 60*time.Second)
+
+	opts := syntheticOptions(cfg.Source("cam0"))
+	var last uint64
+	for i, r := range results[:200] {
+		if i > 0 && r.FrameSeq <= last {
+			t.Fatalf("frame_seq not increasing: %d after %d", r.FrameSeq, last)
+		}
+		last = r.FrameSeq
+		truth := synthetic.TruthAt(opts, r.FrameSeq)
+		if len(r.Outputs) != 2 || r.Outputs[0].Name != "class" || r.Outputs[1].Name != "centroid" {
+			t.Fatalf("outputs %+v", r.Outputs)
+		}
+		cls := r.Outputs[0].Classes[0]
+		if cls.Index != truth.Background || cls.Label != synthetic.Labels[truth.Background] {
+			t.Fatalf("frame %d: class %d (%s), the camera drew background %d", r.FrameSeq, cls.Index, cls.Label, truth.Background)
+		}
+		cx, cy := float64(r.Outputs[1].Data[0])*float64(opts.Width), float64(r.Outputs[1].Data[1])*float64(opts.Height)
+		if math.Abs(cx-truth.CenterX) > 12 || math.Abs(cy-truth.CenterY) > 12 {
+			t.Fatalf("frame %d: centroid (%.1f, %.1f), the square's centre is (%.1f, %.1f)", r.FrameSeq, cx, cy, truth.CenterX, truth.CenterY)
+		}
+		if r.Engine.Name != "demo" || r.Engine.Generation != 1 || len(r.Engine.SHA256) != 12 {
+			t.Fatalf("engine %+v", r.Engine)
+		}
+		if r.Latency.Total <= 0 || r.Latency.Infer <= 0 || r.TCaptureNs <= 0 {
+			t.Fatalf("latency %+v t_capture %d", r.Latency, r.TCaptureNs)
+		}
+	}
+	// READY=1 only after the first result; watchdog pings while frames flow.
+	states := notes.all()
+	ready := indexOf(states, "READY=1")
+	if ready < 0 {
+		t.Fatalf("no READY=1 in %q", states)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := count(notes.all(), "WATCHDOG=1"); n < 1 {
+		t.Errorf("no WATCHDOG=1 pings: %q", notes.all())
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(cfg.Daemon.StopTimeout.Duration + 5*time.Second):
+		t.Fatal("daemon did not stop")
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Errorf("stop took %v", time.Since(start))
+	}
+	if indexOf(notes.all(), "STOPPING=1") < 0 {
+		t.Error("no STOPPING=1")
+	}
+	if !sink.closed {
+		t.Error("sink not closed")
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func count(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
