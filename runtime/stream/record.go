@@ -12,6 +12,9 @@ type Kind uint8
 const (
 	KindResult Kind = iota + 1
 	KindStatus
+	// KindError is a per-client error record a sink writes itself (rejected
+	// connection, bad request); Reason carries the message.
+	KindError
 )
 
 func (k Kind) String() string {
@@ -20,6 +23,8 @@ func (k Kind) String() string {
 		return "result"
 	case KindStatus:
 		return "status"
+	case KindError:
+		return "error"
 	}
 	return "unknown"
 }

@@ -1,0 +1,112 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Client reads records from a socket sink (edged tail, tests, tools).
+type Client struct {
+	conn *net.UnixConn
+	dec  *Decoder
+	ctx  context.Context
+	stop func() bool
+
+	closeOnce sync.Once
+}
+
+// Dial connects to the socket at path. If sub is not nil its subscribe
+// request is sent first. The connection is closed when ctx is done, which
+// makes a blocked Next return ctx's error.
+func Dial(ctx context.Context, path string, sub *Subscription) (*Client, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("stream: connecting to %s: %w (is edged running, and may this user open the socket?)", path, err)
+	}
+	uc := c.(*net.UnixConn)
+	if sub != nil {
+		uc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := uc.Write(sub.appendRequest(nil)); err != nil {
+			uc.Close()
+			return nil, fmt.Errorf("stream: subscribing on %s: %w", path, err)
+		}
+		uc.SetWriteDeadline(time.Time{})
+	}
+	cl := &Client{conn: uc, ctx: ctx, dec: NewDecoder(uc, DecoderOptions{Framing: FramingAuto, FromStart: true})}
+	cl.stop = context.AfterFunc(ctx, func() { uc.Close() })
+	return cl, nil
+}
+
+// Next reads the next record into m; see Decoder.Next. After the sink or
+// ctx closed the connection it returns io.EOF or ctx's error.
+func (c *Client) Next(m *Message) error {
+	err := c.dec.Next(m)
+	if err != nil && c.ctx.Err() != nil {
+		return c.ctx.Err()
+	}
+	if err != nil && (errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET)) {
+		// ECONNRESET: the daemon closed the connection with our input
+		// unread (after an error record); what it sent was read first.
+		return io.EOF
+	}
+	return err
+}
+
+// Stats returns the decoder's counts (records, seq gaps).
+func (c *Client) Stats() DecoderStats { return c.dec.Stats() }
+
+// Send writes one request line (for tools); it must be a JSON object.
+func (c *Client) send(line []byte) error {
+	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	defer c.conn.SetWriteDeadline(time.Time{})
+	_, err := c.conn.Write(line)
+	return err
+}
+
+// Close closes the connection; it is idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.stop()
+		c.conn.Close()
+	})
+	return nil
+}
+
+// ErrRemote wraps an error record sent by the daemon.
+var ErrRemote = errors.New("stream: daemon replied with an error")
+
+// RequestReload asks the daemon behind the socket at path to re-check every
+// model file now (what SIGHUP does for engines) and waits for its reply,
+// until ctx is done.
+func RequestReload(ctx context.Context, path string) error {
+	c, err := Dial(ctx, path, &Subscription{Pipelines: []string{}, Encoding: NDJSON})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.send([]byte(`{"reload":"engines"}` + "\n")); err != nil {
+		return fmt.Errorf("stream: sending the reload request to %s: %w", path, err)
+	}
+	var m Message
+	for {
+		if err := c.Next(&m); err != nil {
+			if err == io.EOF {
+				return fmt.Errorf("stream: %s closed the connection before answering the reload request", path)
+			}
+			return fmt.Errorf("stream: waiting for the reload reply on %s: %w", path, err)
+		}
+		switch {
+		case m.Rec.Type == "error":
+			return fmt.Errorf("%w: %s", ErrRemote, m.Rec.Error)
+		case m.Rec.Type == "status" && m.Rec.Event == "reload_requested":
+			return nil
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package stream
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Limits of the one-line rendering.
+const (
+	textMaxDetections = 5
+	textMaxValues     = 8
+)
+
+// AppendText appends a one-line, human-readable rendering of m (without a
+// newline), as edged tail prints it. A seq gap before m is shown first.
+func AppendText(b []byte, m *Message) []byte {
+	r := &m.Rec
+	if m.Missed > 0 {
+		b = append(b, "[lost "...)
+		b = strconv.AppendUint(b, m.Missed, 10)
+		b = append(b, "] "...)
+	}
+	if m.Restarted {
+		b = append(b, "[stream restarted] "...)
+	}
+	switch r.Type {
+	case "result":
+		b = append(b, "result #"...)
+		b = strconv.AppendUint(b, r.Seq, 10)
+		b = append(b, ' ')
+		b = appendText(b, r.Pipeline)
+		b = append(b, " frame "...)
+		b = strconv.AppendUint(b, r.FrameSeq, 10)
+		b = append(b, " t="...)
+		b = appendSeconds(b, r.TCapture)
+		if e := r.Engine; e != nil {
+			b = append(b, " engine "...)
+			b = appendText(b, e.Name)
+			b = append(b, " g"...)
+			b = strconv.AppendUint(b, e.Generation, 10)
+			if e.SHA256 != "" {
+				b = append(b, ' ')
+				b = appendText(b, e.SHA256)
+			}
+		}
+		if l := r.LatencyUs; l != nil {
+			b = append(b, " latency "...)
+			b = appendMillis(b, l.Total)
+			b = append(b, " (pre "...)
+			b = appendMillis(b, l.Pre)
+			b = append(b, " infer "...)
+			b = appendMillis(b, l.Infer)
+			b = append(b, " post "...)
+			b = appendMillis(b, l.Post)
+			b = append(b, ')')
+		}
+		names := make([]string, 0, len(r.Outputs))
+		for k := range r.Outputs {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			b = append(b, " | "...)
+			b = appendText(b, k)
+			b = append(b, ':')
+			b = appendOutputText(b, r.Outputs[k])
+		}
+		if len(r.Sensors) > 0 {
+			b = append(b, " | sensors:"...)
+			for _, s := range r.Sensors {
+				b = append(b, ' ')
+				b = appendText(b, s.Sensor)
+				b = append(b, '#')
+				b = strconv.AppendUint(b, s.Seq, 10)
+			}
+		}
+		if r.Truncated {
+			b = append(b, " | (outputs omitted: record too large)"...)
+		}
+	case "status":
+		b = append(b, "status #"...)
+		b = strconv.AppendUint(b, r.Seq, 10)
+		b = append(b, ' ')
+		b = appendText(b, r.Event)
+		if r.Pipeline != "" {
+			b = append(b, " pipeline="...)
+			b = appendText(b, r.Pipeline)
+		}
+		if r.Source != "" {
+			b = append(b, " source="...)
+			b = appendText(b, r.Source)
+		}
+		if r.Reason != "" {
+			b = append(b, ": "...)
+			b = appendText(b, r.Reason)
+		}
+	case "error":
+		b = append(b, "error #"...)
+		b = strconv.AppendUint(b, r.Seq, 10)
+		b = append(b, ": "...)
+		b = appendText(b, r.Error)
+	default:
+		b = append(b, "unknown record type "...)
+		b = strconv.AppendQuote(b, r.Type)
+	}
+	return b
+}
+
+func appendOutputText(b []byte, o DecodedOutput) []byte {
+	switch {
+	case len(o.Detections) > 0 || (o.Shape == nil && o.Top == nil && o.Detections != nil):
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(len(o.Detections)), 10)
+		b = append(b, " detections"...)
+		for i, d := range o.Detections {
+			if i == textMaxDetections {
+				b = append(b, ", …"...)
+				break
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, ' ')
+			if d.Label != "" {
+				b = appendText(b, d.Label)
+			} else {
+				b = strconv.AppendInt(b, int64(d.Class), 10)
+			}
+			b = append(b, ' ')
+			b = strconv.AppendFloat(b, float64(d.Score), 'f', 2, 32)
+			b = append(b, " ["...)
+			for j, v := range d.Box {
+				if j > 0 {
+					b = append(b, ' ')
+				}
+				b = strconv.AppendFloat(b, float64(v), 'f', 0, 32)
+			}
+			b = append(b, ']')
+		}
+	case len(o.Top) > 0:
+		for i, c := range o.Top {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, ' ')
+			if c.Label != "" {
+				b = appendText(b, c.Label)
+			} else {
+				b = strconv.AppendInt(b, int64(c.Index), 10)
+			}
+			b = append(b, ' ')
+			b = strconv.AppendFloat(b, float64(c.Score), 'f', 2, 32)
+		}
+	case o.Shape != nil:
+		b = append(b, " ["...)
+		for i, d := range o.Shape {
+			if i > 0 {
+				b = append(b, 'x')
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, ']')
+		for i, v := range o.Data {
+			if i == textMaxValues {
+				b = append(b, " …"...)
+				break
+			}
+			b = append(b, ' ')
+			b = strconv.AppendFloat(b, float64(v), 'g', 4, 32)
+		}
+		if o.Truncated {
+			b = append(b, " (truncated)"...)
+		}
+	default:
+		b = append(b, " (empty)"...)
+	}
+	return b
+}
+
+// appendText writes s with control characters made visible, so one record
+// stays on one line.
+func appendText(b []byte, s string) []byte {
+	if !strings.ContainsFunc(s, isControl) {
+		return append(b, s...)
+	}
+	for _, r := range s {
+		if isControl(r) {
+			b = strconv.AppendQuoteRuneToASCII(b, r)
+			continue
+		}
+		b = append(b, string(r)...)
+	}
+	return b
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029' }
+
+// appendSeconds writes monotonic nanoseconds as seconds with milliseconds.
+func appendSeconds(b []byte, ns int64) []byte {
+	return append(strconv.AppendFloat(b, float64(ns)/1e9, 'f', 3, 64), 's')
+}
+
+func appendMillis(b []byte, us int64) []byte {
+	return append(strconv.AppendFloat(b, float64(us)/1e3, 'f', 2, 64), "ms"...)
+}

@@ -1,0 +1,199 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/activation"
+)
+
+// Socket set-up errors.
+var (
+	// ErrInUse means another process answers on the socket path.
+	ErrInUse = errors.New("stream: socket in use")
+	// ErrNotSocket means the socket path exists and is not a socket.
+	ErrNotSocket = errors.New("stream: path exists and is not a socket")
+)
+
+// maxSocketPath is the longest path a Unix socket address can hold on
+// Linux (sun_path is 108 bytes including the terminating NUL).
+const maxSocketPath = 107
+
+// fileID identifies the socket file this process created, so Close removes
+// it only while it is still ours.
+type fileID struct{ dev, ino uint64 }
+
+func statID(path string) (fileID, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fileID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || fi.Mode()&fs.ModeSocket == 0 {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, true
+}
+
+// resolveGroup turns a group name or numeric gid into a gid; "" gives -1
+// (leave the group alone).
+func resolveGroup(g string) (int, error) {
+	if g == "" {
+		return -1, nil
+	}
+	if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+		return int(n), nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, fmt.Errorf("stream: socket group %q: %w (create the group, e.g. with systemd-sysusers, or give a numeric gid)", g, err)
+	}
+	n, err := strconv.Atoi(grp.Gid)
+	if err != nil {
+		return 0, fmt.Errorf("stream: socket group %q has a non-numeric gid %q", g, grp.Gid)
+	}
+	return n, nil
+}
+
+// listenUnix binds a Unix stream socket at path whose mode and group are
+// right from the moment the path exists: it binds inside a fresh 0700
+// directory next to path, sets mode and group there, and renames the socket
+// into place. A stale socket file (nobody answers) is replaced by that
+// rename; a live one is refused with ErrInUse.
+func listenUnix(path string, mode os.FileMode, gid int) (*net.UnixListener, fileID, error) {
+	if path == "" {
+		return nil, fileID{}, errors.New("stream: socket path is empty (set path in the [[sink]])")
+	}
+	if len(path) > maxSocketPath {
+		return nil, fileID{}, fmt.Errorf("stream: socket path %s is %d bytes, longer than the %d a Unix socket allows; choose a shorter path", path, len(path), maxSocketPath)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fileID{}, fmt.Errorf("stream: socket directory %s: %w", dir, err)
+	}
+	if err := checkStale(path); err != nil {
+		return nil, fileID{}, err
+	}
+	tmpDir, err := os.MkdirTemp(dir, ".edged-")
+	if err != nil {
+		return nil, fileID{}, fmt.Errorf("stream: socket %s: creating a private directory in %s: %w (the daemon needs write access to it)", path, dir, err)
+	}
+	defer os.RemoveAll(tmpDir)
+	tmp := filepath.Join(tmpDir, "s")
+	if len(tmp) > maxSocketPath {
+		return nil, fileID{}, fmt.Errorf("stream: socket path %s is too long to bind safely (the temporary name %s exceeds %d bytes); choose a shorter path", path, tmp, maxSocketPath)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fileID{}, fmt.Errorf("stream: socket %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false) // it will live under another name
+	fail := func(err error) (*net.UnixListener, fileID, error) {
+		ln.Close()
+		return nil, fileID{}, err
+	}
+	if err := os.Chmod(tmp, mode.Perm()); err != nil {
+		return fail(fmt.Errorf("stream: socket %s: setting mode %04o: %w", path, mode.Perm(), err))
+	}
+	if gid >= 0 {
+		if err := os.Lchown(tmp, -1, gid); err != nil {
+			return fail(fmt.Errorf("stream: socket %s: setting group %d: %w (the daemon's user must be a member of that group, or run as root)", path, gid, err))
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(fmt.Errorf("stream: socket %s: moving it into place: %w", path, err))
+	}
+	id, ok := statID(path)
+	if !ok {
+		return fail(fmt.Errorf("stream: socket %s vanished right after it was created", path))
+	}
+	return ln, id, nil
+}
+
+// checkStale decides whether path may be replaced: missing or a socket
+// nobody answers on.
+func checkStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream: socket %s: %w", path, err)
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("%w: %s is a %v; remove it or choose another socket path", ErrNotSocket, path, fi.Mode().Type())
+	}
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%w: another process is listening on %s (is edged already running?); stop it or choose another socket path", ErrInUse, path)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+		return nil // stale: left behind by a process that is gone
+	}
+	return fmt.Errorf("stream: socket %s exists and cannot be probed (%w); remove it if no process uses it", path, err)
+}
+
+// removeIfOurs removes path if it is still the socket file id.
+func removeIfOurs(path string, id fileID) {
+	if cur, ok := statID(path); ok && cur == id {
+		os.Remove(path)
+	}
+}
+
+var inherited struct {
+	once sync.Once
+	ls   map[string][]net.Listener
+}
+
+// InheritedListener returns the Unix stream listener systemd passed to this
+// process (socket activation) for a socket sink: the one whose
+// FileDescriptorName= is name, else the one bound to path; nil when there
+// is none. systemd's environment is read once per process, so any listener
+// inherited for another purpose must also be taken from here
+// (InheritedListeners).
+func InheritedListener(name, path string) net.Listener {
+	ls := InheritedListeners()
+	if name != "" {
+		for _, l := range ls[name] {
+			if isUnixStream(l) {
+				return l
+			}
+		}
+	}
+	if path != "" {
+		abs, _ := filepath.Abs(path)
+		for _, group := range ls {
+			for _, l := range group {
+				if isUnixStream(l) && (l.Addr().String() == path || l.Addr().String() == abs) {
+					return l
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// InheritedListeners returns every listener systemd passed to this process,
+// keyed by FileDescriptorName (go-systemd's activation.ListenersWithNames,
+// read once and remembered).
+func InheritedListeners() map[string][]net.Listener {
+	inherited.once.Do(func() {
+		inherited.ls, _ = activation.ListenersWithNames() // never returns an error
+	})
+	return inherited.ls
+}
+
+func isUnixStream(l net.Listener) bool {
+	_, ok := l.(*net.UnixListener)
+	return ok && l.Addr().Network() == "unix"
+}

@@ -1,0 +1,90 @@
+package stream
+
+import (
+	"math"
+
+	"github.com/edged-dev/edged/sensors"
+)
+
+var imuNames = []string{"ax", "ay", "az", "gx", "gy", "gz"}
+
+// sampleRecords are the representative records of the golden files.
+func sampleRecords() []struct {
+	name string
+	rec  Record
+} {
+	return []struct {
+		name string
+		rec  Record
+	}{
+		{"result_classes", Record{
+			Kind: KindResult, Pipeline: "front", FrameSeq: 1234, TCaptureNs: 987654321012,
+			Engine:  EngineRef{Name: "demo", Generation: 3, SHA256: "ab12cd34ef56"},
+			Latency: Latency{Pre: 410, Infer: 2800, Post: 95, Total: 3400},
+			Outputs: []Output{
+				{Name: "background", Kind: OutputClasses, Classes: []Class{
+					{Index: 2, Label: "green", Score: 0.9375},
+					{Index: 0, Label: "red", Score: 0.05},
+				}},
+				{Name: "centroid", Kind: OutputRaw, Shape: []int64{1, 2}, Data: []float32{0.25, 0.75}},
+			},
+		}},
+		{"result_detections", Record{
+			Kind: KindResult, Pipeline: "dock cam \"A\"", FrameSeq: 1 << 40, TCaptureNs: 5,
+			Engine:  EngineRef{Name: "yolo-v8n", Generation: 1, SHA256: "0123456789ab"},
+			Latency: Latency{Pre: 1200, Infer: 15000, Post: 800, Total: 17000},
+			Outputs: []Output{{Name: "objects", Kind: OutputDetections, Detections: []Detection{
+				{Box: [4]float32{10.5, 20, 110.25, 220}, Class: 0, Label: "person", Score: 0.91},
+				{Box: [4]float32{-3, 0, 640, 480}, Class: 62, Label: "tv\tmonitor", Score: 0.3},
+			}}},
+			Sensors: []sensors.Sample{
+				{Sensor: "imu", Seq: 99, TMono: 987654000000, Kind: "imu", Names: imuNames,
+					Values: [sensors.MaxSampleValues]float64{0.01, -0.02, 9.81, 0.001, 0, -0.5}, N: 6},
+				{Sensor: "gps", Seq: 7, TMono: 987000000000, Kind: "gga",
+					Values: [sensors.MaxSampleValues]float64{52.520008, 13.404954}, N: 2},
+			},
+		}},
+		{"result_raw", Record{
+			Kind: KindResult, Pipeline: "raw", FrameSeq: 0, TCaptureNs: -1,
+			Engine: EngineRef{Name: "ünïcode", Generation: 18446744073709551615, SHA256: ""},
+			Outputs: []Output{{Name: "logits", Kind: OutputRaw, Shape: []int64{1, 1000}, Truncated: true,
+				Data: []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), -0.5, 1e-7, 3.4e38, 16777216, 1}}},
+		}},
+		{"status_engine_reloaded", Record{
+			Kind: KindStatus, Event: "engine_reloaded", Pipeline: "front", Source: "demo",
+			Reason: "generation 4, sha256 ab12cd34ef56", TNs: 1000000000,
+		}},
+		{"status_engine_rejected", Record{
+			Kind: KindStatus, Event: "engine_rejected", Source: "yolo",
+			Reason: "warm-up produced NaN in \"output0\"\nkeeping generation 3 \u2028 \x01 bad:\xff\xfe", TNs: 2,
+		}},
+		{"status_config_reloaded", Record{Kind: KindStatus, Event: "config_reloaded", TNs: 3}},
+		{"error_max_clients", Record{Kind: KindError, Reason: "stream: too many clients (64); close another client or raise max_clients", TNs: 4}},
+	}
+}
+
+// benchRecord is a typical detection result: 10 boxes, a top-3 list and two
+// sensor samples.
+func benchRecord() *Record {
+	r := &Record{
+		Kind: KindResult, Pipeline: "front", FrameSeq: 123456, TCaptureNs: 987654321012,
+		Engine:  EngineRef{Name: "yolo-v8n", Generation: 3, SHA256: "ab12cd34ef56"},
+		Latency: Latency{Pre: 410, Infer: 12800, Post: 95, Total: 13400},
+	}
+	dets := make([]Detection, 10)
+	for i := range dets {
+		f := float32(i)
+		dets[i] = Detection{Box: [4]float32{10.5 + f, 20.25 * f, 110.125 + f, 220.75}, Class: i % 3, Label: "person", Score: 0.9 - f/20}
+	}
+	r.Outputs = []Output{
+		{Name: "objects", Kind: OutputDetections, Detections: dets},
+		{Name: "scene", Kind: OutputClasses, Classes: []Class{{Index: 2, Label: "green", Score: 0.9}, {Index: 0, Label: "red", Score: 0.07}, {Index: 1, Label: "blue", Score: 0.03}}},
+	}
+	r.Sensors = []sensors.Sample{
+		{Sensor: "imu", Seq: 99, TMono: 987654000000, Kind: "imu", Names: imuNames,
+			Values: [sensors.MaxSampleValues]float64{0.01, -0.02, 9.81, 0.001, 0, -0.5}, N: 6},
+		{Sensor: "gps", Seq: 7, TMono: 987000000000, Kind: "gga", Names: []string{"lat", "lon"},
+			Values: [sensors.MaxSampleValues]float64{52.520008, 13.404954}, N: 2},
+	}
+	return r
+}

@@ -1,0 +1,837 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/edged-dev/edged/sensors"
+)
+
+// Client errors, reported in ClientEvent.Err and in error records.
+var (
+	// ErrClosed is returned by a closed sink.
+	ErrClosed = errors.New("stream: sink closed")
+	// ErrTooManyClients rejects a connection beyond MaxClients.
+	ErrTooManyClients = errors.New("stream: too many clients")
+	// ErrNotAllowed rejects a peer outside AllowUIDs/AllowGIDs.
+	ErrNotAllowed = errors.New("stream: peer not allowed")
+	// ErrSlowClient disconnects a client that accepted nothing for
+	// WriteTimeout.
+	ErrSlowClient = errors.New("stream: client too slow")
+)
+
+// Socket defaults.
+const (
+	DefaultSocketMode     os.FileMode = 0o660
+	DefaultMaxClients                 = 64
+	DefaultClientQueue                = 256
+	DefaultWriteTimeout               = 5 * time.Second
+	DefaultFlushTimeout               = 2 * time.Second
+	DefaultMaxRecordBytes             = 1 << 20
+)
+
+// batchBytes is how much a client writer gathers into one write.
+const batchBytes = 64 << 10
+
+// maxBadRequests closes a client after this many refused request lines.
+const maxBadRequests = 8
+
+// SocketOptions configures a Socket. Zero values mean the defaults.
+type SocketOptions struct {
+	// Name is the sink's name, used in messages and to find a listener
+	// passed by systemd (FileDescriptorName=).
+	Name string
+	// Path of the socket file. Its directory is created if missing.
+	Path string
+	// Listener, if set, is used instead of binding Path (socket
+	// activation done by the caller). The sink does not close it and does
+	// not remove its file: it stays usable for a sink created after this
+	// one is closed (configuration reload).
+	Listener net.Listener
+	// NoActivation stops NewSocket from looking for a listener systemd
+	// passed (see InheritedListener) before binding Path itself.
+	NoActivation bool
+	// Mode of the socket file (default 0660) and Group (name or numeric
+	// gid; "" keeps the daemon's primary group). Applied before the file
+	// appears under Path. Ignored for inherited listeners, whose .socket
+	// unit sets SocketMode= and SocketGroup=.
+	Mode  os.FileMode
+	Group string
+	// Encoding for clients that have not subscribed (default NDJSON).
+	Encoding Encoding
+	// MaxClients bounds connected clients (default 64); more get an error
+	// record and are closed.
+	MaxClients int
+	// QueueLen is each client's queue in records (default 256); when full
+	// the oldest record is dropped, which the client sees as a seq gap.
+	QueueLen int
+	// WriteTimeout disconnects a client that accepts no data for this long
+	// (default 5s).
+	WriteTimeout time.Duration
+	// FlushTimeout bounds how long Close keeps writing queued records to
+	// clients that still read (default 2s).
+	FlushTimeout time.Duration
+	// MaxRecordBytes bounds one encoded record (default 1 MiB, at most
+	// MaxCBORMessage). Larger results are summarised: raw tensor data is
+	// dropped (shape kept, "truncated":true), then outputs and sensors.
+	MaxRecordBytes int
+	// AllowUIDs and AllowGIDs, when either is non-empty, admit only peers
+	// whose uid, or primary gid, is listed (SO_PEERCRED). Others get an
+	// error record and are closed. File permissions apply first.
+	AllowUIDs, AllowGIDs []uint32
+	// OnControl handles control requests ({"reload":"engines"}). It runs
+	// on the requesting client's reader goroutine and should return
+	// quickly; ctx ends when the sink closes. A nil error is answered with
+	// a "reload_requested" status record, an error with an error record
+	// carrying its text. When nil, control requests are refused.
+	OnControl func(ctx context.Context, req ControlRequest, peer PeerCred) error
+	// OnClient, if set, is told about connections, rejections and
+	// disconnections (for logs). It is called from sink goroutines and
+	// must not block or call back into the sink.
+	OnClient func(ClientEvent)
+}
+
+// ClientEventKind says what happened to a client.
+type ClientEventKind uint8
+
+// Client event kinds.
+const (
+	ClientConnected ClientEventKind = iota + 1
+	ClientRejected
+	ClientDisconnected
+)
+
+func (k ClientEventKind) String() string {
+	switch k {
+	case ClientConnected:
+		return "connected"
+	case ClientRejected:
+		return "rejected"
+	case ClientDisconnected:
+		return "disconnected"
+	}
+	return "unknown"
+}
+
+// ClientEvent reports a client connecting, being rejected or leaving.
+type ClientEvent struct {
+	Kind ClientEventKind
+	ID   uint64
+	Peer PeerCred
+	// Err is why a client was rejected or disconnected; nil when it hung
+	// up or the sink closed.
+	Err           error
+	Sent, Dropped uint64
+}
+
+// SocketStats are a socket sink's counters since it was created.
+type SocketStats struct {
+	Clients         int    // connected now
+	Accepted        uint64 // connections admitted
+	Rejected        uint64 // connections refused (max clients, allowlist)
+	Disconnects     uint64 // admitted clients that went away, for any reason
+	SlowDisconnects uint64 // of those, cut off by WriteTimeout
+	Published       uint64 // records given to Publish while clients were connected
+	Sent            uint64 // records written to clients (all clients)
+	Dropped         uint64 // records dropped from client queues (all clients)
+	Summarised      uint64 // records shrunk to fit MaxRecordBytes
+	Oversize        uint64 // records that could not be made to fit (dropped)
+	Requests        uint64 // request lines accepted
+	BadRequests     uint64 // request lines refused
+}
+
+// ClientInfo describes one connected client.
+type ClientInfo struct {
+	ID            uint64
+	Peer          PeerCred
+	Encoding      Encoding
+	Pipelines     []string // nil: all
+	Sent, Dropped uint64
+	Queued        int
+}
+
+// Socket is a sink that streams records to clients of a Unix stream socket.
+// Publish encodes a record once and queues it for every client; one writer
+// goroutine per client writes it out, so a slow client costs others
+// nothing.
+type Socket struct {
+	opts  SocketOptions
+	ln    *net.UnixListener
+	owned bool   // we bound the socket file
+	id    fileID // of the file we bound
+	path  string
+
+	ctx    context.Context // for OnControl; cancelled by Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // clients, closed, client subscriptions
+	clients []*client
+	closed  bool
+	nextID  uint64
+
+	poolMu sync.Mutex
+	free   []*encoded
+
+	flushBy atomic.Int64 // unix ns deadline of the closing flush; 0 while open
+
+	acceptDone chan struct{}
+	acceptErr  error
+	closeOnce  sync.Once
+	closeDone  chan struct{}
+	clientsWG  sync.WaitGroup
+
+	accepted, rejected, disconnects, slow atomic.Uint64
+	published, sent, dropped              atomic.Uint64
+	summarised, oversize                  atomic.Uint64
+	requests, badRequests                 atomic.Uint64
+}
+
+// NewSocket creates the socket (or takes an inherited listener) and starts
+// accepting clients. Close it to stop.
+func NewSocket(opts SocketOptions) (*Socket, error) {
+	if opts.Mode == 0 {
+		opts.Mode = DefaultSocketMode
+	}
+	if opts.Encoding == 0 {
+		opts.Encoding = NDJSON
+	}
+	if opts.MaxClients <= 0 {
+		opts.MaxClients = DefaultMaxClients
+	}
+	if opts.QueueLen <= 0 {
+		opts.QueueLen = DefaultClientQueue
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.FlushTimeout <= 0 {
+		opts.FlushTimeout = DefaultFlushTimeout
+	}
+	if opts.MaxRecordBytes <= 0 {
+		opts.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	opts.MaxRecordBytes = min(opts.MaxRecordBytes, MaxCBORMessage)
+	opts.AllowUIDs = slices.Clone(opts.AllowUIDs)
+	opts.AllowGIDs = slices.Clone(opts.AllowGIDs)
+
+	s := &Socket{opts: opts, path: opts.Path, acceptDone: make(chan struct{}), closeDone: make(chan struct{})}
+	ln := opts.Listener
+	if ln == nil && !opts.NoActivation {
+		ln = InheritedListener(opts.Name, opts.Path)
+	}
+	if ln != nil {
+		ul, ok := ln.(*net.UnixListener)
+		if !ok || ul.Addr().Network() != "unix" {
+			return nil, fmt.Errorf("stream: sink %q: the inherited listener %s is a %s socket, not a Unix stream socket; use ListenStream= with a path in the .socket unit", opts.Name, ln.Addr(), ln.Addr().Network())
+		}
+		s.ln, s.path = ul, ul.Addr().String()
+	} else {
+		gid, err := resolveGroup(opts.Group)
+		if err != nil {
+			return nil, err
+		}
+		ul, id, err := listenUnix(opts.Path, opts.Mode, gid)
+		if err != nil {
+			return nil, err
+		}
+		s.ln, s.id, s.owned = ul, id, true
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Path is the socket's file name.
+func (s *Socket) Path() string { return s.path }
+
+// Run waits until ctx is done, then closes the sink (flushing queued
+// records to clients that keep reading) and returns nil. It returns an error
+// only if the listener fails for good.
+func (s *Socket) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		s.Close()
+		return nil
+	case <-s.acceptDone:
+		err := s.acceptErr
+		s.Close()
+		return err
+	}
+}
+
+// Publish queues r for every client subscribed to it. It never blocks on a
+// client, keeps no reference to r, and allocates nothing once the sink has
+// warmed up. It is safe for concurrent use; after Close it does nothing.
+func (s *Socket) Publish(r *Record) {
+	if r == nil || r.Kind < KindResult || r.Kind > KindError {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || len(s.clients) == 0 {
+		return
+	}
+	s.published.Add(1)
+	var needJSON, needCBOR bool
+	n := 0
+	for _, c := range s.clients {
+		if c.wants(r) {
+			n++
+			if c.enc == CBOR {
+				needCBOR = true
+			} else {
+				needJSON = true
+			}
+		}
+	}
+	if n == 0 {
+		return
+	}
+	e := s.get()
+	level, ok := e.encode(r, needJSON, needCBOR, s.opts.MaxRecordBytes)
+	if !ok {
+		s.oversize.Add(1)
+		s.put(e)
+		for _, c := range s.clients {
+			if c.wants(r) {
+				c.skip()
+			}
+		}
+		return
+	}
+	if level > levelFull {
+		s.summarised.Add(1)
+	}
+	e.refs.Store(int32(n))
+	for _, c := range s.clients {
+		if c.wants(r) {
+			c.push(e, c.enc)
+		}
+	}
+}
+
+// Stats returns the sink's counters.
+func (s *Socket) Stats() SocketStats {
+	s.mu.Lock()
+	n := len(s.clients)
+	s.mu.Unlock()
+	return SocketStats{
+		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(),
+		Disconnects: s.disconnects.Load(), SlowDisconnects: s.slow.Load(),
+		Published: s.published.Load(), Sent: s.sent.Load(), Dropped: s.dropped.Load(),
+		Summarised: s.summarised.Load(), Oversize: s.oversize.Load(),
+		Requests: s.requests.Load(), BadRequests: s.badRequests.Load(),
+	}
+}
+
+// Clients describes the connected clients.
+func (s *Socket) Clients() []ClientInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ClientInfo, 0, len(s.clients))
+	for _, c := range s.clients {
+		c.mu.Lock()
+		out = append(out, ClientInfo{ID: c.id, Peer: c.peer, Encoding: c.enc, Pipelines: slices.Clone(c.pipelines),
+			Sent: c.sent.Load(), Dropped: c.dropped.Load(), Queued: c.n})
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// Close stops accepting, writes what is queued to clients that keep reading
+// (up to FlushTimeout), disconnects everyone, waits for the sink's
+// goroutines and removes the socket file if this sink created it. It is
+// idempotent; later calls wait for the first to finish.
+func (s *Socket) Close() error {
+	s.closeOnce.Do(s.close)
+	<-s.closeDone
+	return nil
+}
+
+func (s *Socket) close() {
+	defer close(s.closeDone)
+	s.cancel()
+	deadline := time.Now().Add(s.opts.FlushTimeout)
+	s.flushBy.Store(deadline.UnixNano())
+	s.mu.Lock()
+	s.closed = true
+	clients := slices.Clone(s.clients)
+	s.mu.Unlock()
+
+	if s.owned {
+		s.ln.Close()
+	} else {
+		s.ln.SetDeadline(time.Unix(1, 0)) // wake Accept, keep the inherited socket
+	}
+	<-s.acceptDone
+	if !s.owned {
+		s.ln.SetDeadline(time.Time{})
+	}
+
+	for _, c := range clients {
+		c.finishWriting()
+	}
+	done := make(chan struct{})
+	go func() { // owned here: ends when every client goroutine has
+		s.clientsWG.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(deadline) + 100*time.Millisecond)
+	select {
+	case <-done:
+	case <-t.C:
+		for _, c := range clients {
+			c.kill()
+		}
+		<-done
+	}
+	t.Stop()
+	if s.owned {
+		removeIfOurs(s.path, s.id)
+	}
+}
+
+func (s *Socket) acceptLoop() {
+	defer close(s.acceptDone)
+	backoff := 5 * time.Millisecond
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			if s.isClosed() {
+				return
+			}
+			if isTemporaryAccept(err) {
+				// Out of file descriptors or an aborted handshake:
+				// wait and retry instead of spinning.
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-s.ctx.Done():
+					t.Stop()
+				}
+				backoff = min(backoff*2, time.Second)
+				continue
+			}
+			s.acceptErr = fmt.Errorf("stream: sink %q: accepting on %s: %w", s.opts.Name, s.path, err)
+			return
+		}
+		backoff = 5 * time.Millisecond
+		s.admit(conn)
+	}
+}
+
+func isTemporaryAccept(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EINTR)
+}
+
+func (s *Socket) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// admit checks a new connection and starts its goroutines.
+func (s *Socket) admit(conn *net.UnixConn) {
+	peer, err := peerCred(conn)
+	if err != nil {
+		s.reject(conn, PeerCred{PID: -1}, fmt.Errorf("stream: reading peer credentials: %w", err))
+		return
+	}
+	if !allowed(peer, s.opts.AllowUIDs, s.opts.AllowGIDs) {
+		s.reject(conn, peer, fmt.Errorf("%w: uid %d gid %d is not in the sink's allow_uids/allow_gids; ask the administrator to add it", ErrNotAllowed, peer.UID, peer.GID))
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	if len(s.clients) >= s.opts.MaxClients {
+		s.mu.Unlock()
+		s.reject(conn, peer, fmt.Errorf("%w (%d connected); close another client or raise max_clients", ErrTooManyClients, s.opts.MaxClients))
+		return
+	}
+	s.nextID++
+	c := &client{
+		s: s, id: s.nextID, conn: conn, peer: peer, enc: s.opts.Encoding,
+		q: make([]entry, s.opts.QueueLen), wake: make(chan struct{}, 1), killed: make(chan struct{}),
+	}
+	s.clients = append(s.clients, c)
+	s.clientsWG.Add(2)
+	s.mu.Unlock()
+	s.accepted.Add(1)
+	s.event(ClientEvent{Kind: ClientConnected, ID: c.id, Peer: peer})
+	go c.writeLoop()
+	go c.readLoop()
+}
+
+// reject writes one error record to conn and closes it.
+func (s *Socket) reject(conn *net.UnixConn, peer PeerCred, why error) {
+	s.rejected.Add(1)
+	rec := Record{Kind: KindError, Reason: why.Error(), TNs: sensors.Now()}
+	var e encoded
+	e.encode(&rec, s.opts.Encoding == NDJSON, s.opts.Encoding == CBOR, 0)
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	conn.Write(e.appendWire(nil, s.opts.Encoding, 1))
+	conn.Close()
+	s.event(ClientEvent{Kind: ClientRejected, Peer: peer, Err: why})
+}
+
+func (s *Socket) event(ev ClientEvent) {
+	if s.opts.OnClient != nil {
+		s.opts.OnClient(ev)
+	}
+}
+
+// get takes an encoded record from the pool.
+func (s *Socket) get() *encoded {
+	s.poolMu.Lock()
+	defer s.poolMu.Unlock()
+	if n := len(s.free); n > 0 {
+		e := s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+		return e
+	}
+	return new(encoded)
+}
+
+func (s *Socket) put(e *encoded) {
+	s.poolMu.Lock()
+	defer s.poolMu.Unlock()
+	if len(s.free) < s.opts.QueueLen+16 {
+		s.free = append(s.free, e)
+	}
+}
+
+// release drops one reference to e.
+func (s *Socket) release(e *encoded) {
+	if e.refs.Add(-1) == 0 {
+		s.put(e)
+	}
+}
+
+// entry is one queued record for one client.
+type entry struct {
+	e   *encoded
+	seq uint64
+	enc Encoding
+}
+
+type client struct {
+	s    *Socket
+	id   uint64
+	conn *net.UnixConn
+	peer PeerCred
+
+	// Guarded by s.mu: the subscription.
+	enc       Encoding
+	pipelines []string
+
+	mu      sync.Mutex // the queue and its state
+	q       []entry
+	head, n int
+	seq     uint64
+	closing bool // write what is queued, then disconnect
+	dead    bool // gone: push releases at once
+
+	wake     chan struct{}
+	killed   chan struct{}
+	killOnce sync.Once
+
+	sent, dropped atomic.Uint64
+	wbuf          []byte // the writer's
+	err           error  // why the client was disconnected; guarded by mu
+}
+
+func (c *client) wants(r *Record) bool {
+	return c.pipelines == nil || r.Pipeline == "" || slices.Contains(c.pipelines, r.Pipeline)
+}
+
+// push queues e (whose refs already count this client), dropping the
+// oldest entry when full.
+func (c *client) push(e *encoded, enc Encoding) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		c.s.release(e)
+		return
+	}
+	c.seq++
+	if c.n == len(c.q) {
+		old := c.q[c.head]
+		c.q[c.head] = entry{}
+		c.head = (c.head + 1) % len(c.q)
+		c.n--
+		c.s.release(old.e)
+		c.dropped.Add(1)
+		c.s.dropped.Add(1)
+	}
+	c.q[(c.head+c.n)%len(c.q)] = entry{e: e, seq: c.seq, enc: enc}
+	c.n++
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// skip consumes a seq number for a record the client will never get.
+func (c *client) skip() {
+	c.mu.Lock()
+	c.seq++
+	c.mu.Unlock()
+	c.dropped.Add(1)
+	c.s.dropped.Add(1)
+}
+
+// pushOwn encodes a record meant for this client alone and queues it.
+// The caller holds s.mu.
+func (c *client) pushOwn(r *Record) {
+	e := c.s.get()
+	e.encode(r, c.enc == NDJSON, c.enc == CBOR, 0)
+	e.refs.Store(1)
+	c.push(e, c.enc)
+}
+
+// pop takes the oldest queued entry.
+func (c *client) pop() (entry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		return entry{}, false
+	}
+	ent := c.q[c.head]
+	c.q[c.head] = entry{}
+	c.head = (c.head + 1) % len(c.q)
+	c.n--
+	return ent, true
+}
+
+// waitWork blocks until something is queued; false means stop.
+func (c *client) waitWork() bool {
+	for {
+		c.mu.Lock()
+		n, closing := c.n, c.closing
+		c.mu.Unlock()
+		if n > 0 {
+			select {
+			case <-c.killed:
+				return false
+			default:
+				return true
+			}
+		}
+		if closing {
+			return false
+		}
+		select {
+		case <-c.wake:
+		case <-c.killed:
+			return false
+		}
+	}
+}
+
+// finishWriting stops new records for c and asks its writer to write what
+// is queued and disconnect.
+func (c *client) finishWriting() {
+	c.s.mu.Lock()
+	if i := slices.Index(c.s.clients, c); i >= 0 {
+		c.s.clients = slices.Delete(c.s.clients, i, i+1)
+	}
+	c.s.mu.Unlock()
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// kill disconnects at once, waking a blocked Read or Write.
+func (c *client) kill() {
+	c.killOnce.Do(func() {
+		close(c.killed)
+		c.conn.Close()
+	})
+}
+
+func (c *client) writeLoop() {
+	defer c.s.clientsWG.Done()
+	defer c.finish()
+	for c.waitWork() {
+		c.wbuf = c.wbuf[:0]
+		records := uint64(0)
+		for len(c.wbuf) < batchBytes {
+			ent, ok := c.pop()
+			if !ok {
+				break
+			}
+			c.wbuf = ent.e.appendWire(c.wbuf, ent.enc, ent.seq)
+			c.s.release(ent.e)
+			records++
+		}
+		deadline := time.Now().Add(c.s.opts.WriteTimeout)
+		if by := c.s.flushBy.Load(); by != 0 && by < deadline.UnixNano() {
+			deadline = time.Unix(0, by)
+		}
+		c.conn.SetWriteDeadline(deadline)
+		if _, err := c.conn.Write(c.wbuf); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.s.flushBy.Load() == 0 {
+				c.setErr(fmt.Errorf("%w: accepted no data for %v", ErrSlowClient, c.s.opts.WriteTimeout))
+				c.s.slow.Add(1)
+			}
+			return
+		}
+		c.sent.Add(records)
+		c.s.sent.Add(records)
+		if cap(c.wbuf) > 4*batchBytes {
+			c.wbuf = nil // one huge record: do not keep its buffer per client
+		}
+	}
+}
+
+// finish removes the client from the sink and releases what it still holds.
+func (c *client) finish() {
+	s := c.s
+	s.mu.Lock()
+	if i := slices.Index(s.clients, c); i >= 0 {
+		s.clients = slices.Delete(s.clients, i, i+1)
+	}
+	s.mu.Unlock()
+	c.kill()
+	c.mu.Lock()
+	c.dead = true
+	why := c.err
+	for c.n > 0 {
+		ent := c.q[c.head]
+		c.q[c.head] = entry{}
+		c.head = (c.head + 1) % len(c.q)
+		c.n--
+		s.release(ent.e)
+	}
+	c.mu.Unlock()
+	s.disconnects.Add(1)
+	s.event(ClientEvent{Kind: ClientDisconnected, ID: c.id, Peer: c.peer, Err: why, Sent: c.sent.Load(), Dropped: c.dropped.Load()})
+}
+
+// readLoop reads request lines with a fixed buffer: input can never grow
+// memory. It stops at EOF (the client may keep reading records), on a line
+// longer than MaxRequestLine (error record, then disconnect), or after
+// maxBadRequests refused lines.
+func (c *client) readLoop() {
+	defer c.s.clientsWG.Done()
+	var buf [MaxRequestLine]byte
+	n, bad := 0, 0
+	for {
+		m, err := c.conn.Read(buf[n:])
+		n += m
+		for {
+			i := bytes.IndexByte(buf[:n], '\n')
+			if i < 0 {
+				break
+			}
+			if !c.handle(bytes.TrimSpace(buf[:i])) {
+				bad++
+				if bad >= maxBadRequests {
+					c.fail(fmt.Errorf("%w: %d refused requests; disconnecting", ErrRequest, bad))
+					return
+				}
+			}
+			n = copy(buf[:], buf[i+1:n])
+		}
+		if n == len(buf) {
+			c.fail(fmt.Errorf("%w: request line longer than %d bytes; disconnecting", ErrRequest, MaxRequestLine))
+			return
+		}
+		if err != nil {
+			return // EOF: the client only reads; anything else: the writer sees it too
+		}
+	}
+}
+
+// setErr records the first reason the client is disconnected.
+func (c *client) setErr(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+}
+
+// fail sends an error record and disconnects after it is written.
+func (c *client) fail(why error) {
+	c.s.badRequests.Add(1)
+	c.reply(&Record{Kind: KindError, Reason: why.Error(), TNs: sensors.Now()})
+	c.setErr(why)
+	c.finishWriting()
+}
+
+func (c *client) reply(r *Record) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.pushOwn(r)
+}
+
+// handle runs one request line; false means it was refused.
+func (c *client) handle(line []byte) bool {
+	if len(line) == 0 {
+		return true
+	}
+	req, err := parseRequest(line)
+	if err != nil {
+		c.s.badRequests.Add(1)
+		c.reply(&Record{Kind: KindError, Reason: err.Error(), TNs: sensors.Now()})
+		return false
+	}
+	c.s.requests.Add(1)
+	if req.sub != nil {
+		c.subscribe(req.sub)
+		return true
+	}
+	if c.s.opts.OnControl == nil {
+		c.s.badRequests.Add(1)
+		c.reply(&Record{Kind: KindError, Reason: "stream: control requests are not enabled on this socket; send SIGHUP to the daemon instead", TNs: sensors.Now()})
+		return false
+	}
+	if err := c.s.opts.OnControl(c.s.ctx, *req.control, c.peer); err != nil {
+		c.reply(&Record{Kind: KindError, Reason: fmt.Sprintf("stream: reload %s: %v", req.control.Reload, err), TNs: sensors.Now()})
+		return true
+	}
+	c.reply(&Record{Kind: KindStatus, Event: "reload_requested", Source: req.control.Reload, TNs: sensors.Now()})
+	return true
+}
+
+// subscribe applies a subscription. Records queued before it keep their
+// encoding; the "subscribed" reply and everything after use the new one.
+func (c *client) subscribe(sub *Subscription) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sub.Pipelines != nil {
+		c.pipelines = slices.Clone(sub.Pipelines)
+	}
+	if sub.Encoding != 0 {
+		c.enc = sub.Encoding
+	}
+	what := "all pipelines"
+	if c.pipelines != nil {
+		what = "pipelines [" + strings.Join(c.pipelines, ",") + "]"
+	}
+	c.pushOwn(&Record{Kind: KindStatus, Event: "subscribed", Reason: what + ", encoding " + c.enc.String(), TNs: sensors.Now()})
+}

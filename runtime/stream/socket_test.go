@@ -1,0 +1,927 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitTimeout bounds every wait in these tests; it is generous because
+// the machines running them may be loaded.
+const waitTimeout = 20 * time.Second
+
+func TestMain(m *testing.M) {
+	switch os.Getenv("STREAM_TEST_HELPER") {
+	case "client":
+		helperClient()
+		return
+	case "activation":
+		helperActivation()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+type events struct {
+	ch chan ClientEvent
+}
+
+func newEvents() *events { return &events{ch: make(chan ClientEvent, 1024)} }
+
+func (e *events) on(ev ClientEvent) {
+	select {
+	case e.ch <- ev:
+	default:
+	}
+}
+
+// wait returns the next event of kind k.
+func (e *events) wait(t *testing.T, k ClientEventKind) ClientEvent {
+	t.Helper()
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == k {
+				return ev
+			}
+		case <-timer.C:
+			t.Fatalf("no %v client event within %v", k, waitTimeout)
+		}
+	}
+}
+
+func socketPath(t *testing.T) string {
+	return filepath.Join(t.TempDir(), "s.sock")
+}
+
+func newSocket(t *testing.T, opts SocketOptions) (*Socket, *events) {
+	t.Helper()
+	ev := newEvents()
+	if opts.Path == "" && opts.Listener == nil {
+		opts.Path = socketPath(t)
+	}
+	opts.NoActivation = true
+	if opts.OnClient == nil {
+		opts.OnClient = ev.on
+	}
+	s, err := NewSocket(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ev
+}
+
+// dial connects and waits until the sink admitted the client.
+func dial(t *testing.T, s *Socket, ev *events, sub *Subscription) *Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := Dial(ctx, s.Path(), sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ev.wait(t, ClientConnected)
+	return c
+}
+
+func result(pipeline string, frame uint64) *Record {
+	return &Record{Kind: KindResult, Pipeline: pipeline, FrameSeq: frame, TCaptureNs: int64(frame) * 1000,
+		Engine:  EngineRef{Name: "demo", Generation: 1, SHA256: "abc"},
+		Outputs: []Output{{Name: "top", Kind: OutputClasses, Classes: []Class{{Index: int(frame % 3), Label: "c", Score: 0.5}}}}}
+}
+
+// next reads one record or fails the test.
+func next(t *testing.T, c *Client) Message {
+	t.Helper()
+	var m Message
+	done := make(chan error, 1)
+	go func() { done <- c.Next(&m) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("reading a record: %v", err)
+		}
+	case <-time.After(waitTimeout):
+		c.Close()
+		<-done
+		t.Fatalf("no record within %v", waitTimeout)
+	}
+	return m
+}
+
+func TestSocketDeliversInOrder(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{QueueLen: 1024})
+	var clients []*Client
+	for i := 0; i < 3; i++ {
+		clients = append(clients, dial(t, s, ev, nil))
+	}
+	const n = 600
+	for i := 1; i <= n; i++ {
+		if i%100 == 0 {
+			s.Publish(&Record{Kind: KindStatus, Event: "source_up", Source: "cam", TNs: int64(i)})
+			continue
+		}
+		s.Publish(result("front", uint64(i)))
+	}
+	for ci, c := range clients {
+		for i := 1; i <= n; i++ {
+			m := next(t, c)
+			if m.Rec.Seq != uint64(i) || m.Missed != 0 {
+				t.Fatalf("client %d: record %d has seq %d (missed %d)", ci, i, m.Rec.Seq, m.Missed)
+			}
+			if i%100 == 0 {
+				if m.Rec.Type != "status" || m.Rec.Event != "source_up" || m.Rec.TNs != int64(i) {
+					t.Fatalf("client %d: record %d is %+v, want the status event", ci, i, m.Rec)
+				}
+			} else if m.Rec.Type != "result" || m.Rec.FrameSeq != uint64(i) || m.Rec.Outputs["top"].Top[0].Index != i%3 {
+				t.Fatalf("client %d: record %d is %+v", ci, i, m.Rec)
+			}
+		}
+	}
+	st := s.Stats()
+	if st.Clients != 3 || st.Sent != 3*n || st.Dropped != 0 || st.Published != n {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestSocketModeAndGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the socket another group")
+	}
+	grp := ""
+	for _, name := range []string{"nogroup", "daemon", "bin", "sys", "adm"} {
+		if g, err := user.LookupGroup(name); err == nil && g.Gid != "0" {
+			grp = name
+			break
+		}
+	}
+	if grp == "" {
+		t.Skip("no non-root group on this machine")
+	}
+	g, _ := user.LookupGroup(grp)
+	wantGID, _ := strconv.Atoi(g.Gid)
+	for _, tc := range []struct {
+		mode, want os.FileMode
+		group      string
+	}{{0, 0o660, grp}, {0o600, 0o600, g.Gid}} {
+		path := socketPath(t)
+		// A umask that would make the file wider or narrower must not matter.
+		old := syscall.Umask(0)
+		s, _ := newSocket(t, SocketOptions{Path: path, Mode: tc.mode, Group: tc.group})
+		syscall.Umask(old)
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != tc.want || fi.Mode()&os.ModeSocket == 0 || int(st.Gid) != wantGID {
+			t.Fatalf("socket is %v gid %d, want %v gid %d", fi.Mode(), st.Gid, tc.want, wantGID)
+		}
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".edged-*"))
+		if len(left) != 0 {
+			t.Fatalf("temporary directories left behind: %v", left)
+		}
+		s.Close()
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("socket file still there after Close: %v", err)
+		}
+	}
+	if _, err := NewSocket(SocketOptions{Path: socketPath(t), Group: "no-such-group-edged", NoActivation: true}); err == nil || !strings.Contains(err.Error(), "no-such-group-edged") {
+		t.Fatalf("unknown group: %v", err)
+	}
+}
+
+func TestSocketReplacesStale(t *testing.T) {
+	path := socketPath(t)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close() // leaves a socket file nobody listens on, like a crash
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatal(err)
+	}
+	s, ev := newSocket(t, SocketOptions{Path: path})
+	c := dial(t, s, ev, nil)
+	s.Publish(result("p", 1))
+	if m := next(t, c); m.Rec.FrameSeq != 1 {
+		t.Fatalf("got %+v", m.Rec)
+	}
+}
+
+func TestSocketRefusesLive(t *testing.T) {
+	path := socketPath(t)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = NewSocket(SocketOptions{Path: path, NoActivation: true})
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("NewSocket on a live socket: %v, want ErrInUse naming the path", err)
+	}
+	// The live socket still works.
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Write([]byte("x"))
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("the other listener was disturbed: %v", err)
+	}
+	c.Close()
+
+	file := filepath.Join(t.TempDir(), "notasocket")
+	os.WriteFile(file, []byte("keep me"), 0o644)
+	if _, err := NewSocket(SocketOptions{Path: file, NoActivation: true}); !errors.Is(err, ErrNotSocket) {
+		t.Fatalf("NewSocket over a regular file: %v", err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "keep me" {
+		t.Fatal("regular file was replaced")
+	}
+}
+
+func TestSocketCloseKeepsForeignFile(t *testing.T) {
+	path := socketPath(t)
+	s, _ := newSocket(t, SocketOptions{Path: path})
+	// Someone replaces the socket file (e.g. a second instance started
+	// after deleting ours); Close must not remove theirs.
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s.Close()
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatalf("Close removed a socket file it did not create: %v", err)
+	}
+}
+
+// A client that never reads is cut off after WriteTimeout; a client that
+// reads gets every record meanwhile, and Publish never waits.
+func TestSocketSlowClient(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{QueueLen: 64, WriteTimeout: 300 * time.Millisecond})
+	stuck, err := net.Dial("unix", s.Path()) // never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	stuckEv := ev.wait(t, ClientConnected)
+	good := dial(t, s, ev, nil)
+
+	big := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "raw", Kind: OutputRaw, Shape: []int64{512}, Data: make([]float32, 512)}}}
+	for i := range big.Outputs[0].Data {
+		big.Outputs[0].Data[i] = float32(i) * 1.25
+	}
+	got := make(chan uint64, 1)
+	readerErr := make(chan error, 1)
+	go func() {
+		var m Message
+		for {
+			if err := good.Next(&m); err != nil {
+				readerErr <- err
+				return
+			}
+			got <- m.Rec.FrameSeq
+		}
+	}()
+	var slowGone ClientEvent
+	gone := false
+	deadline := time.After(waitTimeout)
+	for i := uint64(1); ; i++ {
+		big.FrameSeq = i
+		s.Publish(big)
+		select { // the good client keeps up: wait for it, never for the stuck one
+		case f := <-got:
+			if f != i {
+				t.Fatalf("good client got frame %d, want %d", f, i)
+			}
+		case err := <-readerErr:
+			t.Fatal(err)
+		case <-deadline:
+			t.Fatalf("stuck client not disconnected after %d records", i)
+		}
+		if !gone {
+			select {
+			case e := <-ev.ch:
+				if e.Kind == ClientDisconnected {
+					slowGone, gone = e, true
+				}
+			default:
+			}
+		}
+		if gone && i >= 50 {
+			break
+		}
+	}
+	if slowGone.ID != stuckEv.ID || !errors.Is(slowGone.Err, ErrSlowClient) {
+		t.Fatalf("disconnect event %+v, want the stuck client (id %d) with ErrSlowClient", slowGone, stuckEv.ID)
+	}
+	if st := good.Stats(); st.Missed != 0 {
+		t.Fatalf("good client missed %d records", st.Missed)
+	}
+	st := s.Stats()
+	if st.SlowDisconnects != 1 || st.Clients != 1 || st.Dropped == 0 {
+		t.Fatalf("stats %+v: want one slow disconnect, one client left, drops counted for the stuck client", st)
+	}
+}
+
+func TestSocket64Clients(t *testing.T) {
+	const clients, n = 64, 300
+	s, ev := newSocket(t, SocketOptions{QueueLen: 512})
+	cs := make([]*Client, clients)
+	for i := range cs {
+		cs[i] = dial(t, s, ev, nil)
+	}
+	for i := 1; i <= n; i++ {
+		s.Publish(result("p", uint64(i)))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for ci, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var m Message
+			for i := 1; i <= n; i++ {
+				if err := c.Next(&m); err != nil {
+					errs <- fmt.Errorf("client %d record %d: %w", ci, i, err)
+					return
+				}
+				if m.Rec.Seq != uint64(i) || m.Rec.FrameSeq != uint64(i) {
+					errs <- fmt.Errorf("client %d: record %d has seq %d frame %d", ci, i, m.Rec.Seq, m.Rec.FrameSeq)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if st := s.Stats(); st.Sent != clients*n || st.Dropped != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestSocketMaxClients(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{MaxClients: 2})
+	dial(t, s, ev, nil)
+	dial(t, s, ev, nil)
+	c, err := Dial(context.Background(), s.Path(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := next(t, c)
+	if m.Rec.Type != "error" || !strings.Contains(m.Rec.Error, "too many clients") || m.Rec.Seq != 1 {
+		t.Fatalf("third client got %+v, want a too-many-clients error record", m.Rec)
+	}
+	if err := c.Next(&m); err != io.EOF {
+		t.Fatalf("after the error record: %v, want EOF", err)
+	}
+	if e := ev.wait(t, ClientRejected); !errors.Is(e.Err, ErrTooManyClients) {
+		t.Fatalf("event %+v", e)
+	}
+	if st := s.Stats(); st.Rejected != 1 || st.Clients != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Publish with clients connected allocates nothing in steady state.
+func TestPublishAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counting")
+	}
+	s, ev := newSocket(t, SocketOptions{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		enc := NDJSON
+		if i%2 == 1 {
+			enc = CBOR
+		}
+		c := dial(t, s, ev, &Subscription{Encoding: enc})
+		wg.Add(1)
+		go func() { // read raw bytes without decoding: no allocations
+			defer wg.Done()
+			var buf [32 << 10]byte
+			for {
+				if _, err := c.conn.Read(buf[:]); err != nil {
+					return
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	r := benchRecord()
+	status := &Record{Kind: KindStatus, Event: "source_up", Source: "cam0", Pipeline: "front", TNs: 1}
+	for i := 0; i < 2000; i++ { // warm up pools and buffers
+		s.Publish(r)
+	}
+	allocs := testing.AllocsPerRun(5000, func() {
+		r.FrameSeq++
+		s.Publish(r)
+		s.Publish(status)
+	})
+	close(stop)
+	if allocs != 0 {
+		t.Fatalf("Publish allocates %.2f times per call with 4 clients", allocs)
+	}
+	if st := s.Stats(); st.Sent == 0 {
+		t.Fatalf("nothing was sent: %+v", st)
+	}
+}
+
+func TestSocketSubscribe(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{QueueLen: 128})
+	all := dial(t, s, ev, nil)
+	onlyB := dial(t, s, ev, &Subscription{Pipelines: []string{"b"}, Encoding: CBOR})
+	none := dial(t, s, ev, &Subscription{Pipelines: []string{}})
+	for _, c := range []*Client{onlyB, none} {
+		m := next(t, c)
+		if m.Rec.Type != "status" || m.Rec.Event != "subscribed" || m.Rec.Seq != 1 {
+			t.Fatalf("first record %+v, want the subscribed reply", m.Rec)
+		}
+	}
+	for i := 1; i <= 10; i++ {
+		p := "a"
+		if i%2 == 0 {
+			p = "b"
+		}
+		s.Publish(result(p, uint64(i)))
+	}
+	s.Publish(&Record{Kind: KindStatus, Event: "config_reloaded"})
+	s.Publish(&Record{Kind: KindStatus, Event: "source_down", Pipeline: "a"})
+
+	for i := 1; i <= 12; i++ {
+		if m := next(t, all); m.Rec.Seq != uint64(i) {
+			t.Fatalf("all: record %d seq %d", i, m.Rec.Seq)
+		}
+	}
+	for i := 2; i <= 6; i++ {
+		m := next(t, onlyB)
+		if m.Encoding != CBOR || m.Rec.Pipeline != "b" || m.Rec.FrameSeq != uint64(2*(i-1)) || m.Rec.Seq != uint64(i) {
+			t.Fatalf("onlyB record %+v (%v)", m.Rec, m.Encoding)
+		}
+	}
+	if m := next(t, onlyB); m.Rec.Event != "config_reloaded" {
+		t.Fatalf("onlyB: %+v, want the global status event", m.Rec)
+	}
+	if m := next(t, none); m.Rec.Event != "config_reloaded" || m.Rec.Seq != 2 {
+		t.Fatalf("none: %+v, want only the global status event", m.Rec)
+	}
+}
+
+// An encoding switch while records flow: records queued before the reply
+// keep NDJSON, the reply and everything after are CBOR, and the client's
+// decoder reads them all, in order, without a gap.
+func TestSocketSwitchEncodingMidStream(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{QueueLen: 4096})
+	c := dial(t, s, ev, nil)
+	const n = 2000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= n; i++ {
+			s.Publish(result("p", uint64(i)))
+		}
+	}()
+	sub := &Subscription{Encoding: CBOR}
+	if err := c.send(sub.appendRequest(nil)); err != nil {
+		t.Fatal(err)
+	}
+	seenReply := false
+	frame := uint64(0)
+	for frame < n || !seenReply {
+		m := next(t, c)
+		if m.Missed != 0 {
+			t.Fatalf("gap of %d before seq %d", m.Missed, m.Rec.Seq)
+		}
+		if m.Rec.Type == "status" {
+			if m.Rec.Event != "subscribed" || m.Encoding != CBOR || seenReply {
+				t.Fatalf("unexpected status %+v in %v", m.Rec, m.Encoding)
+			}
+			seenReply = true
+			continue
+		}
+		frame++
+		if m.Rec.FrameSeq != frame {
+			t.Fatalf("frame %d, want %d", m.Rec.FrameSeq, frame)
+		}
+		if want := map[bool]Encoding{false: NDJSON, true: CBOR}[seenReply]; m.Encoding != want {
+			t.Fatalf("frame %d in %v, want %v (reply seen: %v)", frame, m.Encoding, want, seenReply)
+		}
+	}
+	<-done
+}
+
+func TestSocketBadInput(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{})
+	c := dial(t, s, ev, nil)
+	c.send([]byte("hello\n"))
+	m := next(t, c)
+	if m.Rec.Type != "error" || !strings.Contains(m.Rec.Error, "bad request") {
+		t.Fatalf("garbage line answered with %+v", m.Rec)
+	}
+	s.Publish(result("p", 1)) // still connected after one bad line
+	if m := next(t, c); m.Rec.Type != "result" || m.Rec.Seq != 2 {
+		t.Fatalf("after a bad line: %+v", m.Rec)
+	}
+	c.send([]byte(`{"subscribe":{"pipelines":["a"],"extra":1}}` + "\n" + `{"reload":"everything"}` + "\n"))
+	for i := 0; i < 2; i++ {
+		if m := next(t, c); m.Rec.Type != "error" {
+			t.Fatalf("bad request %d answered with %+v", i, m.Rec)
+		}
+	}
+	if st := s.Stats(); st.BadRequests != 3 || st.Clients != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Long lines and floods of garbage do not grow the daemon's memory: the
+// reader has a fixed 4 KiB buffer, and the connection is closed.
+func TestSocketHugeLineBoundedMemory(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{})
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	const clients = 8
+	line := make([]byte, 1<<20) // 1 MiB without a newline
+	for i := range line {
+		line[i] = 'a' + byte(i%26)
+	}
+	for i := 0; i < clients; i++ {
+		c := dial(t, s, ev, nil)
+		werr := make(chan error, 1)
+		go func() {
+			c.conn.SetWriteDeadline(time.Now().Add(waitTimeout))
+			_, err := c.conn.Write(line) // the daemon stops reading after 4 KiB
+			werr <- err
+		}()
+		m := next(t, c)
+		if m.Rec.Type != "error" || !strings.Contains(m.Rec.Error, "longer than 4096") {
+			t.Fatalf("1 MiB line answered with %+v", m.Rec)
+		}
+		if err := c.Next(&m); err != io.EOF {
+			t.Fatalf("connection not closed after an oversized line: %v", err)
+		}
+		if e := ev.wait(t, ClientDisconnected); !errors.Is(e.Err, ErrRequest) {
+			t.Fatalf("disconnect reason %v", e.Err)
+		}
+		if err := <-werr; err == nil {
+			t.Fatal("the daemon swallowed the whole 1 MiB line")
+		}
+	}
+	// Eight refused lines close the connection too.
+	c := dial(t, s, ev, nil)
+	c.send([]byte(strings.Repeat("{\"x\":1}\n", 20)))
+	for i := 0; i < maxBadRequests+1; i++ {
+		m := next(t, c)
+		if m.Rec.Type != "error" {
+			t.Fatalf("record %d: %+v", i, m.Rec)
+		}
+	}
+	var m Message
+	if err := c.Next(&m); err != io.EOF {
+		t.Fatalf("garbage flood: connection still open (%v)", err)
+	}
+
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	// 8 MiB were sent in total; the daemon side may hold a few small
+	// buffers per client, nothing proportional to the input.
+	if grow := int64(after.HeapInuse) - int64(before.HeapInuse); grow > 2<<20 {
+		t.Fatalf("heap grew by %d bytes after %d MiB of oversized input", grow, clients)
+	}
+}
+
+func TestSocketControl(t *testing.T) {
+	var mu sync.Mutex
+	var got []PeerCred
+	fail := false
+	s, _ := newSocket(t, SocketOptions{OnControl: func(ctx context.Context, req ControlRequest, peer PeerCred) error {
+		if req.Reload != "engines" {
+			return fmt.Errorf("unexpected %q", req.Reload)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, peer)
+		if fail {
+			return errors.New("model directory unreadable")
+		}
+		return nil
+	}})
+	for i := 0; i < 20; i++ {
+		s.Publish(result("p", uint64(i))) // no clients yet: nothing queued
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := RequestReload(ctx, s.Path()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(got) != 1 || got[0].UID != uint32(os.Getuid()) || got[0].PID != int32(os.Getpid()) {
+		t.Fatalf("OnControl saw peers %+v, want this process", got)
+	}
+	fail = true
+	mu.Unlock()
+	if err := RequestReload(ctx, s.Path()); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "model directory unreadable") {
+		t.Fatalf("failing reload: %v", err)
+	}
+
+	s2, _ := newSocket(t, SocketOptions{})
+	if err := RequestReload(ctx, s2.Path()); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "not enabled") {
+		t.Fatalf("reload without OnControl: %v", err)
+	}
+}
+
+// A sink on an inherited listener leaves it open and its file in place,
+// so the next sink (after a configuration reload) can take it over.
+func TestSocketInheritedListener(t *testing.T) {
+	path := socketPath(t)
+	ln := inheritedListener(t, path)
+	defer ln.Close()
+	for round := 0; round < 2; round++ {
+		s, ev := newSocket(t, SocketOptions{Listener: ln})
+		if s.Path() != path {
+			t.Fatalf("path %q", s.Path())
+		}
+		c := dial(t, s, ev, nil)
+		s.Publish(result("p", uint64(round)))
+		if m := next(t, c); m.Rec.FrameSeq != uint64(round) {
+			t.Fatalf("round %d: %+v", round, m.Rec)
+		}
+		s.Close()
+		if _, err := os.Lstat(path); err != nil {
+			t.Fatalf("round %d: Close removed the inherited socket file: %v", round, err)
+		}
+	}
+	// Still accepting in the kernel backlog while no sink runs.
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("inherited listener closed by the sink: %v", err)
+	}
+	c.Close()
+}
+
+// inheritedListener makes a listener the way activation does: from a file
+// descriptor, so package net did not create (and will not unlink) it.
+func inheritedListener(t *testing.T, path string) net.Listener {
+	t.Helper()
+	orig, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := orig.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig.SetUnlinkOnClose(false)
+	orig.Close()
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// Socket activation end to end: a child process gets the listener as fd 3
+// with LISTEN_FDS/LISTEN_FDNAMES, as systemd passes it, and NewSocket finds
+// it by name.
+func TestSocketActivation(t *testing.T) {
+	path := socketPath(t)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, _ := ln.File()
+	defer f.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "STREAM_TEST_HELPER=activation", "LISTEN_FDS=1", "LISTEN_FDNAMES=results", "STREAM_TEST_SOCKET="+path)
+	cmd.ExtraFiles = []*os.File{f}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	// The helper prints "ready" once its sink runs, then publishes a record
+	// per client it sees.
+	var ready [6]byte
+	if _, err := io.ReadFull(out, ready[:]); err != nil || string(ready[:]) != "ready\n" {
+		t.Fatalf("helper: %q %v", ready, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c, err := Dial(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := next(t, c)
+	if m.Rec.Type != "status" || m.Rec.Event != "activated" || m.Rec.Reason != "results "+path {
+		t.Fatalf("got %+v", m.Rec)
+	}
+}
+
+func helperActivation() {
+	os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid())) // systemd sets it to the child's pid
+	path := os.Getenv("STREAM_TEST_SOCKET")
+	ev := make(chan ClientEvent, 4)
+	s, err := NewSocket(SocketOptions{Name: "results", Path: "/nonexistent/never-bound.sock", OnClient: func(e ClientEvent) { ev <- e }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("ready")
+	<-ev
+	s.Publish(&Record{Kind: KindStatus, Event: "activated", Reason: "results " + s.Path(), TNs: 1})
+	_ = path
+	s.Close()
+	os.Exit(0)
+}
+
+// A client of another uid is rejected when an allowlist is set. The client
+// runs as a child process with a different uid (the test must run as root).
+func TestSocketRejectsOtherUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a client under another uid")
+	}
+	const uid, gid = 65534, 65534 // nobody/nogroup
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	// The test binary may sit in a directory only root can read: copy it.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "helper")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.sock")
+	run := func(s *Socket) string {
+		cmd := exec.Command(bin, "-test.run=^$")
+		cmd.Env = append(os.Environ(), "STREAM_TEST_HELPER=client", "STREAM_TEST_SOCKET="+s.Path())
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("helper: %v: %s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+
+	s, ev := newSocket(t, SocketOptions{Path: path, Mode: 0o666, AllowUIDs: []uint32{0}})
+	out := run(s)
+	if !strings.HasPrefix(out, "error ") || !strings.Contains(out, "uid 65534") || !strings.Contains(out, "not allowed") {
+		t.Fatalf("client of uid %d got %q, want an error record naming its uid", uid, out)
+	}
+	e := ev.wait(t, ClientRejected)
+	if e.Peer.UID != uid || e.Peer.GID != gid || !errors.Is(e.Err, ErrNotAllowed) {
+		t.Fatalf("rejection event %+v", e)
+	}
+	s.Close()
+
+	// Allowed by gid.
+	s, ev = newSocket(t, SocketOptions{Path: path, Mode: 0o666, AllowUIDs: []uint32{0}, AllowGIDs: []uint32{gid}})
+	go func() {
+		ev.wait(t, ClientConnected)
+		s.Publish(result("p", 42))
+	}()
+	if out := run(s); out != "result 42" {
+		t.Fatalf("allowlisted gid: client got %q", out)
+	}
+	s.Close()
+
+	// Without o+w on the socket the kernel refuses the connection.
+	s, _ = newSocket(t, SocketOptions{Path: path})
+	if out := run(s); !strings.Contains(out, "permission denied") {
+		t.Fatalf("mode 0660: client got %q, want permission denied", out)
+	}
+}
+
+func helperClient() {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c, err := Dial(ctx, os.Getenv("STREAM_TEST_SOCKET"), nil)
+	if err != nil {
+		fmt.Println("dial:", err)
+		os.Exit(0)
+	}
+	var m Message
+	if err := c.Next(&m); err != nil {
+		fmt.Println("read:", err)
+		os.Exit(0)
+	}
+	switch m.Rec.Type {
+	case "error":
+		fmt.Println("error", m.Rec.Error)
+	default:
+		fmt.Println(m.Rec.Type, m.Rec.FrameSeq)
+	}
+	os.Exit(0)
+}
+
+func TestSocketCloseFlushes(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{QueueLen: 1024, FlushTimeout: 3 * time.Second})
+	reader := dial(t, s, ev, nil)
+	stuck, err := net.Dial("unix", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	ev.wait(t, ClientConnected)
+	big := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "raw", Kind: OutputRaw, Shape: []int64{1024}, Data: make([]float32, 1024)}}}
+	const n = 300
+	for i := 1; i <= n; i++ {
+		big.FrameSeq = uint64(i)
+		s.Publish(big)
+	}
+	closed := make(chan struct{})
+	start := time.Now()
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	for i := 1; i <= n; i++ {
+		if m := next(t, reader); m.Rec.FrameSeq != uint64(i) || m.Missed != 0 {
+			t.Fatalf("record %d: %+v missed %d", i, m.Rec.FrameSeq, m.Missed)
+		}
+	}
+	var m Message
+	if err := reader.Next(&m); err != io.EOF {
+		t.Fatalf("after the flush: %v, want EOF", err)
+	}
+	select {
+	case <-closed:
+		// The stuck client holds Close until the flush deadline, not longer
+		// than a generous margin past it.
+		t.Logf("Close took %v with a stuck client (FlushTimeout 3s)", time.Since(start))
+	case <-time.After(waitTimeout):
+		t.Fatal("Close did not return although the stuck client's flush deadline passed")
+	}
+	if st := s.Stats(); st.Sent < n {
+		t.Fatalf("stats %+v", st)
+	}
+	s.Publish(big) // after Close: a no-op
+	s.Close()      // idempotent
+}
+
+func TestSocketRunCancel(t *testing.T) {
+	s, _ := newSocket(t, SocketOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v, want nil", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return after cancel")
+	}
+	if _, err := os.Lstat(s.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("socket file left after Run returned")
+	}
+}
