@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -348,7 +349,17 @@ func (d *daemon) stopSinks(deadline time.Time) error {
 
 // publishStatus sends a status event to every sink.
 func (d *daemon) publishStatus(event, pipeline, source, reason string) {
-	rec := &stream.Record{Kind: stream.KindStatus, Event: event, Pipeline: pipeline, Source: source, Reason: reason, TNs: monoNow()}
+	d.publish(&stream.Record{Kind: stream.KindStatus, Event: event, Pipeline: pipeline, Source: source, Reason: reason, TNs: monoNow()})
+}
+
+// publishEngineStatus sends a hot-reload event, naming the engine
+// generation now serving and the content examined.
+func (d *daemon) publishEngineStatus(event string, ev trt.ReloadEvent, reason string) {
+	d.publish(&stream.Record{Kind: stream.KindStatus, Event: event, Pipeline: ev.Target, Source: ev.Model, Reason: reason, TNs: monoNow(),
+		Engine: stream.EngineRef{Name: ev.Model, Generation: ev.Generation, SHA256: ev.SHAPrefix()}})
+}
+
+func (d *daemon) publish(rec *stream.Record) {
 	d.mu.Lock()
 	sinks := make([]Sink, 0, len(d.sinks))
 	for _, e := range d.sinks {

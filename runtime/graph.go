@@ -85,15 +85,23 @@ func (d *daemon) startGraph(parent context.Context, c *Config) (_ *graph, err er
 			e.up = true
 		}
 	}
-	// Pipelines, their sources and engines.
+	// Pipelines: engines first (a pipeline's tensors are fixed by its
+	// engine), then frame pools and sources.
 	for i := range c.Pipelines {
-		pc := &c.Pipelines[i]
-		if err := g.addPipeline(parent, pc); err != nil {
+		g.newPipeline(&c.Pipelines[i])
+	}
+	if err := g.loadModels(parent); err != nil {
+		return nil, err
+	}
+	for _, p := range g.pipelines {
+		if err := g.startSource(parent, p); err != nil {
 			return nil, err
 		}
 	}
-	if err := g.watchModels(ctx); err != nil {
-		return nil, err
+	for _, m := range g.models {
+		if r, ok := m.watch.(*trt.Reloader); ok && m.cfg.ReloadEnabled() {
+			r.Start()
+		}
 	}
 	for _, e := range g.sensors {
 		g.wg.Add(1)
@@ -115,10 +123,9 @@ func isAbsent(err error) bool {
 	return errors.Is(err, sensors.ErrNotFound) || errors.Is(err, os.ErrNotExist) || errors.Is(err, sensors.ErrDeviceGone)
 }
 
-func (g *graph) addPipeline(ctx context.Context, pc *PipelineConfig) error {
+func (g *graph) newPipeline(pc *PipelineConfig) *pipeline {
 	d, c := g.d, g.cfg
-	sc := c.Source(pc.Source)
-	p := &pipeline{d: d, cfg: pc, scfg: sc, log: d.log.With("pipeline", pc.Name), hot: &trt.Hot{},
+	p := &pipeline{d: d, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: &trt.Hot{},
 		mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
 	for _, name := range pc.Sensors {
 		p.rings = append(p.rings, g.sensors[name].ring)
@@ -127,17 +134,13 @@ func (g *graph) addPipeline(ctx context.Context, pc *PipelineConfig) error {
 		p.sinks = append(p.sinks, d.sinks[name].sink)
 	}
 	g.pipelines = append(g.pipelines, p)
+	return p
+}
 
-	// Engine first: the pipeline's tensors are fixed by it.
-	m, err := g.model(pc.Model)
-	if err != nil {
-		return err
-	}
-	if err := m.loadInto(ctx, d, p); err != nil {
-		return err
-	}
-	m.targets = append(m.targets, p)
-
+// startSource builds the pipeline's frame pool and starts its source; an
+// optional source that is absent is waited for by the capture loop.
+func (g *graph) startSource(ctx context.Context, p *pipeline) error {
+	d, c, sc, pc := g.d, g.cfg, p.scfg, p.cfg
 	src, err := d.opts.Factories.Camera(sc, c)
 	if err != nil {
 		return fmt.Errorf("%w: source %q: %w", ErrConfig, sc.Name, err)
@@ -145,10 +148,7 @@ func (g *graph) addPipeline(ctx context.Context, pc *PipelineConfig) error {
 	p.src = src
 	// Slots: the device's buffers, one in the mailbox (or the queue), one
 	// being preprocessed, one spare so capture never waits on inference.
-	slots := sc.Buffers + 2 + len(p.mb.ch)
-	if pc.Schedule == "queue" {
-		slots = sc.Buffers + 2 + pc.Queue
-	}
+	slots := sc.Buffers + 2 + cap(p.mb.ch)
 	size := frameSize(sc)
 	if p.pool, err = umem.NewPool(d.alloc, slots, size); err != nil {
 		return fmt.Errorf("pipeline %q: frame pool of %d × %d bytes: %w", pc.Name, slots, size, err)
@@ -164,6 +164,72 @@ func (g *graph) addPipeline(ctx context.Context, pc *PipelineConfig) error {
 	p.sourceUpEvent()
 	p.log.Info("pipeline started", "source", sc.Name, "format", src.Format().String(), "model", pc.Model,
 		"input", fmt.Sprintf("%dx%dx%d", p.c, p.h, p.w), "schedule", pc.Schedule)
+	return nil
+}
+
+// loadModels loads every model for the pipelines that use it. File models
+// go through a trt.Reloader, so start-up runs the same validation and
+// warm-up as a hot reload, and the same Reloader watches the file later.
+func (g *graph) loadModels(ctx context.Context) error {
+	byModel := map[string][]*pipeline{}
+	var order []string
+	for _, p := range g.pipelines {
+		if byModel[p.cfg.Model] == nil {
+			order = append(order, p.cfg.Model)
+		}
+		byModel[p.cfg.Model] = append(byModel[p.cfg.Model], p)
+	}
+	for _, name := range order {
+		m, err := g.model(name)
+		if err != nil {
+			return err
+		}
+		m.targets = byModel[name]
+		if m.path == "" {
+			for _, p := range m.targets {
+				if err := m.loadInto(ctx, g.d, p); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := m.loadFile(ctx, g.d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadFile loads a model file into all its pipelines through a Reloader.
+func (m *model) loadFile(ctx context.Context, d *daemon) error {
+	targets := make([]trt.Target, len(m.targets))
+	for i, p := range m.targets {
+		targets[i] = trt.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p)}
+	}
+	r, err := trt.NewReloader(trt.ReloaderOptions{
+		Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets,
+		OnEvent: func(ev trt.ReloadEvent) { d.onReload(ev) },
+	})
+	if err != nil {
+		return fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
+	}
+	m.watch = r
+	start := time.Now()
+	if err := r.Load(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, p := range m.targets {
+		gen := p.hot.Current()
+		if err := p.bind(gen.Engine); err != nil {
+			return err
+		}
+		d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", gen.Engine.Backend(), "file", m.path,
+			"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(gen.Engine).String(),
+			"reload", m.cfg.ReloadEnabled(), "took", time.Since(start).Round(time.Millisecond).String())
+	}
 	return nil
 }
 
