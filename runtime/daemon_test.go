@@ -115,7 +115,9 @@ func testFactories(t *testing.T, sink Sink, backend trt.Backend) Factories {
 		Camera: func(sc *SourceConfig, _ *Config) (sensors.Source, error) {
 			return synthetic.New(syntheticOptions(sc))
 		},
-		Sensor:  func(*SourceConfig, *Config) (sensors.SampleSource, error) { return nil, errors.New("no sensors in this test") },
+		Sensor: func(*SourceConfig, *Config) (sensors.SampleSource, error) {
+			return nil, errors.New("no sensors in this test")
+		},
 		Backend: func(string, *Config) (trt.Backend, error) { return backend, nil },
 		Sink: func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) {
 			return sink, nil
