@@ -54,6 +54,10 @@ CROSS_CXXFLAGS = -O2 -g -nostdinc \
 	-isystem $(SYSROOT_ABS)/usr/include/c++/10/backward \
 	-isystem $(CROSS_GCC_INCLUDE) \
 	-isystem $(SYSROOT_ABS)/usr/include/aarch64-linux-gnu -isystem $(SYSROOT_ABS)/usr/include
+# TensorRT headers for TAGS=tensorrt cross builds (the Jetson's
+# /usr/include/aarch64-linux-gnu, or a TensorRT tar's include/ folder).
+CROSS_TENSORRT_INCLUDE ?=
+CROSS_CXXFLAGS += $(if $(CROSS_TENSORRT_INCLUDE),-isystem $(abspath $(CROSS_TENSORRT_INCLUDE)))
 CROSS_LDFLAGS = -Wl,--sysroot=$(SYSROOT_ABS) -static-libgcc \
 	-B $(SYSROOT_ABS)/usr/lib/aarch64-linux-gnu \
 	-L $(SYSROOT_ABS)/usr/lib/gcc/aarch64-linux-gnu/10 \
@@ -77,6 +81,8 @@ INSTALL_BIN = $(if $(filter $(HOST_ARCH),$(INSTALL_ARCH)),$(BIN)/edged,$(BIN)/ed
 
 # --- tests -------------------------------------------------------------------
 GOTEST_FLAGS ?=
+# Packages for test, test-nocgo, test-arm64, bench, hil (e.g. PKGS=./sensors/...).
+PKGS     ?= ./...
 ORT_ENV  = EDGED_ONNXRUNTIME_LIB=$(abspath $(ORT_LIB))
 FUZZTIME ?= 15s
 BENCH    ?= .
@@ -119,7 +125,7 @@ $(ORT_DIR)/%/libonnxruntime.so.1:
 
 # --- tests -------------------------------------------------------------------
 test: deps ## README test command: go test -race ./... with ONNX Runtime required
-	$(ORT_ENV) EDGED_REQUIRE_ORT=1 $(GO) test -race $(GOTEST_FLAGS) ./...
+	$(ORT_ENV) EDGED_REQUIRE_ORT=1 $(GO) test -race $(GOTEST_FLAGS) $(PKGS)
 
 check: fmt-check vet tidy-check test test-nocgo ## gofmt, vet, tidy, -race tests, CGO_ENABLED=0 tests
 
@@ -138,7 +144,7 @@ tidy-check: ## go.mod/go.sum are tidy
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result"; exit 1; }
 
 test-nocgo: ## go test ./... with CGO_ENABLED=0 (pure-Go stubs)
-	CGO_ENABLED=0 $(GO) test $(GOTEST_FLAGS) ./...
+	CGO_ENABLED=0 $(GO) test $(GOTEST_FLAGS) $(PKGS)
 
 # --- arm64 -------------------------------------------------------------------
 sysroot: ## Debian bullseye arm64 sysroot (glibc 2.31) in .sysroot/ (skipped when up to date)
@@ -162,7 +168,7 @@ test-arm64: sysroot $(ORT_LIB_arm64) ## unit tests cross-compiled for arm64, run
 	$(CROSS_ENV) EDGED_QEMU_SYSROOT=$(SYSROOT_ABS) EDGED_QEMU=$(QEMU) \
 	EDGED_EXEC_WRAPPER=$(abspath .ci/qemu-exec) \
 	EDGED_ONNXRUNTIME_LIB=$(abspath $(ORT_LIB_arm64)) EDGED_REQUIRE_ORT=1 \
-	$(GO) test -exec $(abspath .ci/qemu-exec) -timeout 30m $(TAGFLAG) $(GOTEST_FLAGS) ./...
+	$(GO) test -exec $(abspath .ci/qemu-exec) -timeout 30m $(TAGFLAG) $(GOTEST_FLAGS) $(PKGS)
 
 # --- install -----------------------------------------------------------------
 # DESTDIR stages (packaging, or a tree to copy to a Jetson); PREFIX is where it
@@ -201,7 +207,7 @@ systemd-verify: ## systemd-analyze verify the units against a staged install (ne
 # --- benchmarks, generate, fuzz -------------------------------------------------
 bench: ## Go benchmarks of all packages (-benchmem); output also in bin/bench-*.txt
 	@mkdir -p $(BIN)
-	$(ORT_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(TAGFLAG) ./... | tee $(BENCH_OUT)
+	$(ORT_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(TAGFLAG) $(PKGS) | tee $(BENCH_OUT)
 	@echo "benchmark output: $(BENCH_OUT)"
 
 generate: ## go generate ./... (CI fails when this changes the tree)
@@ -228,7 +234,7 @@ trt-check: ## hook: TensorRT shim checks (owned by trt/tensorrt)
 
 hil: ## hardware-in-the-loop tests (-tags hil) on a Jetson; devices from EDGED_HIL_* env
 	@for v in $(HIL_VARS); do printf '  %-22s %s\n' "$$v" "$${!v:-(unset: tests needing it skip)}"; done
-	$(ORT_ENV) $(GO) test -tags 'hil $(TAGS)' -count=1 -timeout 60m $(GOTEST_FLAGS) ./...
+	$(ORT_ENV) $(GO) test -tags 'hil $(TAGS)' -count=1 -timeout 60m $(GOTEST_FLAGS) $(PKGS)
 
 clean: ## remove bin/ (keeps third_party/ and .sysroot/)
 	rm -rf $(BIN)
