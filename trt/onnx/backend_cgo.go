@@ -80,6 +80,9 @@ func canonical(p string) string {
 // Errors: a model ONNX Runtime cannot load wraps trt.ErrEngineInvalid with
 // its message; a missing shape names the tensor.
 func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) (trt.Engine, error) {
+	if b == nil || b.lib == "" {
+		return nil, fmt.Errorf("%w: onnx: backend not initialised (create it with onnx.New)", trt.ErrBackend)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

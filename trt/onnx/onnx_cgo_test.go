@@ -347,6 +347,10 @@ func TestCloseAndCancel(t *testing.T) {
 
 func TestOneLibraryPerProcess(t *testing.T) {
 	b := ortBackend(t)
+	var zero Backend
+	if _, err := zero.Load(context.Background(), demomodel.Default, trt.LoadOptions{}); !errors.Is(err, trt.ErrBackend) {
+		t.Errorf("Load on a zero Backend = %v, want trt.ErrBackend", err)
+	}
 	if b.Version() == "" || b.Library() == "" {
 		t.Errorf("backend reports library %q version %q", b.Library(), b.Version())
 	}
