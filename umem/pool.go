@@ -37,6 +37,7 @@ type Pool struct {
 	free     chan *Slot
 	slotSize int
 	strategy Strategy
+	lost     atomic.Int32 // slots that could not be reclaimed from the GPU
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -128,11 +129,14 @@ func (p *Pool) lease(s *Slot) *Slot {
 type PoolStats struct {
 	Slots int
 	State [numSlotStates]int
+	// Lost counts slots taken out of service because the GPU could not
+	// give them back (a failed stream); they are never reused.
+	Lost int
 }
 
 // Stats returns the current number of slots in each state.
 func (p *Pool) Stats() PoolStats {
-	st := PoolStats{Slots: len(p.slots)}
+	st := PoolStats{Slots: len(p.slots), Lost: int(p.lost.Load())}
 	for i := range p.slots {
 		if s := p.slots[i].state.Load(); s < uint32(numSlotStates) {
 			st.State[s]++
@@ -186,13 +190,53 @@ func (s *Slot) Retain() {
 	}
 }
 
+// Attach hands the slot's CUDA buffer to stream s for GPU work (see
+// Mem.Attach) and marks the slot SlotGPU.
+func (s *Slot) Attach(st *Stream) error {
+	m, ok := s.buf.(*Mem)
+	if !ok {
+		return fmt.Errorf("umem: slot %d holds %s memory, which a CUDA stream cannot own", s.index, s.buf.Kind())
+	}
+	if err := m.Attach(st); err != nil {
+		return fmt.Errorf("umem: slot %d: %w", s.index, err)
+	}
+	s.state.Store(uint32(SlotGPU))
+	return nil
+}
+
+// Detach hands the slot back to the host after the work enqueued on st
+// (see Mem.Detach) and marks it SlotCPU. Host access is legal once st has
+// no unfinished work.
+func (s *Slot) Detach(st *Stream) error {
+	m, ok := s.buf.(*Mem)
+	if !ok {
+		return fmt.Errorf("umem: slot %d holds %s memory, which a CUDA stream cannot own", s.index, s.buf.Kind())
+	}
+	if err := m.Detach(st); err != nil {
+		return fmt.Errorf("umem: slot %d: %w", s.index, err)
+	}
+	s.state.Store(uint32(SlotCPU))
+	return nil
+}
+
 // Release drops a reference; the last one returns the slot to its pool.
+// A slot whose CUDA buffer a stream still owns, or is still returning, is
+// first reclaimed: Release then waits for that stream, so the next writer
+// never races the GPU. If the stream failed, the slot is taken out of
+// service and counted in PoolStats.Lost.
 func (s *Slot) Release() {
 	switch n := s.refs.Add(-1); {
 	case n > 0:
 		return
 	case n < 0:
 		panic("umem: slot released more often than leased")
+	}
+	if m, ok := s.buf.(*Mem); ok {
+		if err := m.reclaim(); err != nil {
+			s.pool.lost.Add(1)
+			s.state.Store(uint32(SlotGPU))
+			return
+		}
 	}
 	s.state.Store(uint32(SlotFree))
 	s.pool.free <- s // never blocks: capacity equals the number of slots
