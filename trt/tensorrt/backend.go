@@ -1,0 +1,490 @@
+//go:build tensorrt && cgo && linux
+
+package tensorrt
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/plan"
+	"github.com/edged-dev/edged/umem"
+)
+
+// HeaderVersion is the TensorRT version of the headers the shim was built
+// against.
+func HeaderVersion() plan.Version {
+	var v C.edged_trt_version
+	C.edged_trt_header_version(&v)
+	return plan.Version{Major: int(v.major), Minor: int(v.minor), Patch: int(v.patch), Build: int(v.build)}
+}
+
+// errBufSize bounds the message a shim call returns.
+const errBufSize = 4096
+
+// Backend is one TensorRT runtime (an IRuntime with its own logger and
+// error recorder) loading engines from plan files. It implements
+// trt.Backend. Create one per model configuration: VersionCompatible is a
+// property of the runtime.
+type Backend struct {
+	opts Options
+	lib  Library
+
+	mu      sync.Mutex
+	rt      *C.edged_trt_runtime // freed when closed and no engine is left
+	engines int
+	closed  bool
+	pending []LogRecord // records made on the Go side, drained first
+}
+
+var _ trt.Backend = (*Backend)(nil)
+
+// New opens libnvinfer, checks that its version suits the headers the shim
+// was built against, and creates a runtime.
+func New(opts Options) (*Backend, error) {
+	if opts.LogLevel == 0 {
+		opts.LogLevel = SeverityWarning
+	}
+	if opts.LogCapacity <= 0 {
+		opts.LogCapacity = 256
+	}
+	hdr := HeaderVersion()
+	clib, lib, err := openLibrary(sonames(hdr.Major, opts.Library))
+	if err != nil {
+		return nil, err
+	}
+	warning, err := checkLibrary(lib, hdr)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{opts: opts, lib: lib}
+	if warning != "" {
+		b.pending = append(b.pending, LogRecord{Severity: SeverityWarning, Message: warning})
+	}
+	copts := C.edged_trt_runtime_options{
+		allow_host_code: 0,
+		log_severity:    C.int32_t(opts.LogLevel - 1),
+		log_capacity:    C.int32_t(opts.LogCapacity),
+	}
+	if opts.VersionCompatible {
+		copts.allow_host_code = 1
+	}
+	var errbuf [errBufSize]C.char
+	err = b.onGPU(func() error {
+		if rc := C.edged_trt_runtime_new(&clib, &copts, &b.rt, &errbuf[0], errBufSize); rc != C.EDGED_TRT_OK {
+			return fmt.Errorf("%w: tensorrt: creating a TensorRT runtime from %s failed: %s", trt.ErrBackend, lib, C.GoString(&errbuf[0]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// onGPU runs f on a locked OS thread with the primary context current.
+func (b *Backend) onGPU(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if b.opts.GPU != nil {
+		if err := b.opts.GPU.MakeCurrent(); err != nil {
+			return fmt.Errorf("tensorrt: making the CUDA context current: %w", err)
+		}
+	}
+	return f()
+}
+
+// Name implements trt.Backend.
+func (b *Backend) Name() string { return Name }
+
+// Library reports the libnvinfer in use.
+func (b *Backend) Library() Library { return b.lib }
+
+// DrainLog appends the kept TensorRT log records to dst, oldest first, and
+// returns it with the number of records dropped since the last drain.
+func (b *Backend) DrainLog(dst []LogRecord) ([]LogRecord, uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	dst = append(dst, b.pending...)
+	b.pending = b.pending[:0]
+	if b.rt == nil {
+		return dst, 0
+	}
+	var recs [32]C.edged_trt_log_record
+	var total uint64
+	for {
+		var dropped C.uint64_t
+		n := int(C.edged_trt_runtime_drain_log(b.rt, &recs[0], C.int32_t(len(recs)), &dropped))
+		total += uint64(dropped)
+		for i := range n {
+			dst = append(dst, LogRecord{Severity: Severity(recs[i].severity + 1), Message: C.GoString(&recs[i].msg[0])})
+		}
+		if n < len(recs) {
+			return dst, total
+		}
+	}
+}
+
+// Close releases the runtime once its last engine is closed. It is
+// idempotent.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return b.freeLocked()
+}
+
+func (b *Backend) freeLocked() error {
+	if !b.closed || b.engines > 0 || b.rt == nil {
+		return nil
+	}
+	rt := b.rt
+	b.rt = nil
+	return b.onGPU(func() error {
+		C.edged_trt_runtime_free(rt)
+		return nil
+	})
+}
+
+func (b *Backend) engineClosed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.engines--
+	return b.freeLocked()
+}
+
+// Load implements trt.Backend: it checks the engine file, deserialises it
+// and binds its tensors to memory from opts.Alloc. The returned engine is an
+// *Engine.
+func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) (trt.Engine, error) {
+	e, err := b.load(ctx, model, opts)
+	if err != nil {
+		name := opts.Name
+		if name == "" {
+			name = "(unnamed)"
+		}
+		return nil, fmt.Errorf("tensorrt: model %s: %w", name, err)
+	}
+	return e, nil
+}
+
+func (b *Backend) load(ctx context.Context, model []byte, opts trt.LoadOptions) (*Engine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if b.opts.GPU == nil {
+		return nil, fmt.Errorf("%w: no GPU given to the TensorRT backend (Options.GPU)", trt.ErrBackend)
+	}
+	if opts.Alloc == nil {
+		return nil, fmt.Errorf("%w: no allocator for the engine's tensors (LoadOptions.Alloc)", trt.ErrBackend)
+	}
+	f, err := plan.Check(model, plan.Options{Library: b.lib.Version, VersionCompatible: b.opts.VersionCompatible})
+	if err != nil {
+		return nil, err
+	}
+
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, trt.ErrClosed
+	}
+	b.engines++ // keeps the runtime alive while this engine exists
+	b.mu.Unlock()
+
+	stream, err := b.opts.GPU.NewStream()
+	if err != nil {
+		b.engineClosed()
+		return nil, fmt.Errorf("%w: creating a CUDA stream: %w", trt.ErrBackend, err)
+	}
+	e := &Engine{b: b, stream: stream, meta: f.Metadata, built: f.Built}
+	e.attach, _ = stream.(Attacher)
+	if err := b.onGPU(func() error { return e.build(f.Plan, opts) }); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Engine is one deserialised TensorRT engine with its execution context,
+// stream and tensors. It implements trt.Engine.
+type Engine struct {
+	b      *Backend
+	stream Stream
+	attach Attacher
+	meta   *plan.Metadata
+	built  plan.Version
+
+	mu      sync.Mutex // Infer against Close
+	h       *C.edged_trt_engine
+	inputs  []*trt.Tensor
+	outputs []*trt.Tensor
+	bufs    []umem.Buffer
+	devMem  int64
+	closed  bool
+	errbuf  [errBufSize]C.char
+}
+
+var _ trt.Engine = (*Engine)(nil)
+
+func (e *Engine) msg() string { return C.GoString(&e.errbuf[0]) }
+
+// build runs on a locked thread with the context current.
+func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
+	cname := C.CString(opts.Name)
+	defer C.free(unsafe.Pointer(cname))
+	cplan := C.CBytes(p) // TensorRT reads it only during the call; C memory keeps cgo's pointer rules simple
+	defer C.free(cplan)
+	rc := C.edged_trt_engine_new(e.b.rt, cplan, C.size_t(len(p)), C.uintptr_t(e.stream.Handle()), cname, &e.h,
+		&e.errbuf[0], errBufSize)
+	switch rc {
+	case C.EDGED_TRT_OK:
+	case C.EDGED_TRT_BAD_ENGINE:
+		return deserializeError(e.msg())
+	case C.EDGED_TRT_NO_MEMORY:
+		return fmt.Errorf("%w: %s", trt.ErrMemory, e.msg())
+	default:
+		return fmt.Errorf("%w: %s", trt.ErrBackend, e.msg())
+	}
+	e.devMem = int64(C.edged_trt_engine_device_memory(e.h))
+
+	var ins, outs []tensorDesc
+	n := int(C.edged_trt_engine_nb_io(e.h))
+	for i := range n {
+		var t C.edged_trt_tensor
+		if C.edged_trt_engine_tensor(e.h, C.int32_t(i), &t, &e.errbuf[0], errBufSize) != C.EDGED_TRT_OK {
+			return fmt.Errorf("%w: %s", trt.ErrEngineInvalid, e.msg())
+		}
+		d := tensorDesc{
+			Name:       C.GoString(t.name),
+			Mode:       int32(t.mode),
+			DType:      int32(t.dtype),
+			Format:     int32(t.format),
+			FormatDesc: C.GoString(&t.format_desc[0]),
+			Location:   int32(t.location),
+			ShapeIO:    t.shape_io != 0,
+			Dims:       dims64(t.dims[:], t.nbdims),
+		}
+		if d.Mode == ioModeInput {
+			if t.has_profile != 0 {
+				d.Min, d.Opt, d.Max = dims64(t.min[:], t.nbdims), dims64(t.opt[:], t.nbdims), dims64(t.max[:], t.nbdims)
+			}
+			ins = append(ins, d)
+		} else {
+			outs = append(outs, d)
+		}
+	}
+	if len(outs) == 0 {
+		return fmt.Errorf("%w: the engine has no outputs", trt.ErrEngineInvalid)
+	}
+	if err := unknownShapes(opts.Shapes, ins); err != nil {
+		return err
+	}
+	for _, d := range ins {
+		dt, err := d.check()
+		if err != nil {
+			return err
+		}
+		shape, err := d.resolveInput(opts.Shapes)
+		if err != nil {
+			return err
+		}
+		if err := e.setShape(d, shape); err != nil {
+			return err
+		}
+		if err := e.bind(&e.inputs, d.Name, dt, shape, opts.Alloc); err != nil {
+			return err
+		}
+	}
+	for _, d := range outs {
+		dt, err := d.check()
+		if err != nil {
+			return err
+		}
+		shape, err := e.contextShape(d.Name)
+		if err != nil {
+			return err
+		}
+		if err := e.bind(&e.outputs, d.Name, dt, shape, opts.Alloc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dims64(d []C.int64_t, nb C.int32_t) []int64 {
+	out := make([]int64, int(nb))
+	for i := range out {
+		out[i] = int64(d[i])
+	}
+	return out
+}
+
+func (e *Engine) setShape(d tensorDesc, shape []int64) error {
+	dynamic := false
+	for _, v := range d.Dims {
+		dynamic = dynamic || v < 0
+	}
+	if !dynamic {
+		return nil
+	}
+	cname := C.CString(d.Name)
+	defer C.free(unsafe.Pointer(cname))
+	var cd [C.EDGED_TRT_MAX_DIMS]C.int64_t
+	for i, v := range shape {
+		cd[i] = C.int64_t(v)
+	}
+	if C.edged_trt_set_input_shape(e.h, cname, C.int32_t(len(shape)), &cd[0], &e.errbuf[0], errBufSize) != C.EDGED_TRT_OK {
+		return fmt.Errorf("%w: %s", trt.ErrSignature, e.msg())
+	}
+	return nil
+}
+
+func (e *Engine) contextShape(name string) ([]int64, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var cd [C.EDGED_TRT_MAX_DIMS]C.int64_t
+	var nb C.int32_t
+	if C.edged_trt_context_shape(e.h, cname, &nb, &cd[0], &e.errbuf[0], errBufSize) != C.EDGED_TRT_OK {
+		return nil, fmt.Errorf("%w: %s", trt.ErrEngineInvalid, e.msg())
+	}
+	shape := dims64(cd[:], nb)
+	for _, v := range shape {
+		if v < 0 {
+			return nil, fmt.Errorf("%w: output %q has shape %s even with every input shape set (a data-dependent "+
+				"output); edged needs outputs whose shape follows from the inputs", trt.ErrEngineInvalid, name, dimsString(shape))
+		}
+	}
+	return shape, nil
+}
+
+// bind allocates a tensor's memory and gives its address to the context.
+func (e *Engine) bind(list *[]*trt.Tensor, name string, dt trt.DataType, shape []int64, alloc umem.Allocator) error {
+	spec := trt.TensorSpec{Name: name, Type: dt, Shape: shape}
+	n := max(spec.Bytes(), 256)
+	buf, err := alloc.Alloc(int(n))
+	if err != nil {
+		return fmt.Errorf("%w: allocating %d bytes for tensor %q: %w", trt.ErrMemory, n, name, err)
+	}
+	e.bufs = append(e.bufs, buf)
+	addr, err := deviceAddress(buf, fmt.Sprintf("tensor %q", name))
+	if err != nil {
+		return err
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if C.edged_trt_set_address(e.h, cname, C.uintptr_t(addr), &e.errbuf[0], errBufSize) != C.EDGED_TRT_OK {
+		return fmt.Errorf("%w: %s", trt.ErrBackend, e.msg())
+	}
+	*list = append(*list, &trt.Tensor{TensorSpec: spec, Buf: buf})
+	return nil
+}
+
+// Backend implements trt.Engine.
+func (e *Engine) Backend() string { return Name }
+
+// Inputs implements trt.Engine.
+func (e *Engine) Inputs() []*trt.Tensor { return e.inputs }
+
+// Outputs implements trt.Engine.
+func (e *Engine) Outputs() []*trt.Tensor { return e.outputs }
+
+// Metadata is the Ultralytics metadata of a wrapped engine file, or nil.
+func (e *Engine) Metadata() *plan.Metadata { return e.meta }
+
+// Built is the TensorRT version that built the engine, from its header.
+func (e *Engine) Built() plan.Version { return e.built }
+
+// DeviceMemory is the activation memory of the execution context in bytes
+// (weights not included), for memory budgets.
+func (e *Engine) DeviceMemory() int64 { return e.devMem }
+
+// Infer implements trt.Engine: it enqueues the engine on its stream and
+// waits for it. It allocates nothing on the Go heap unless it fails.
+func (e *Engine) Infer(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return trt.ErrClosed
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := e.b.opts.GPU.MakeCurrent(); err != nil {
+		return fmt.Errorf("%w: making the CUDA context current: %w", ErrInference, err)
+	}
+	if e.attach != nil {
+		for i, b := range e.bufs {
+			if err := e.attach.Attach(b); err != nil {
+				e.detach(i)
+				return fmt.Errorf("%w: attaching a buffer to the stream: %w", ErrInference, err)
+			}
+		}
+	}
+	rc := C.edged_trt_enqueue(e.h, C.uintptr_t(e.stream.Handle()), &e.errbuf[0], errBufSize)
+	serr := e.stream.Synchronize() // also after a failed enqueue: part of it may be queued
+	derr := e.detach(len(e.bufs))
+	switch {
+	case rc != C.EDGED_TRT_OK:
+		return fmt.Errorf("%w: %s", ErrInference, e.msg())
+	case serr != nil:
+		return fmt.Errorf("%w: synchronising the stream: %w", ErrInference, serr)
+	case derr != nil:
+		return fmt.Errorf("%w: detaching a buffer from the stream: %w", ErrInference, derr)
+	}
+	return nil
+}
+
+// detach hands the first n buffers back to the host.
+func (e *Engine) detach(n int) error {
+	if e.attach == nil {
+		return nil
+	}
+	var first error
+	for _, b := range e.bufs[:n] {
+		if err := e.attach.Detach(b); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close destroys the execution context and the engine, then the stream, and
+// releases the tensors' memory. It waits for a running Infer and is
+// idempotent.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var errs []error
+	if e.h != nil {
+		h := e.h
+		e.h = nil
+		errs = append(errs, e.b.onGPU(func() error {
+			C.edged_trt_engine_free(h)
+			return nil
+		}))
+	}
+	errs = append(errs, e.stream.Close())
+	for _, b := range e.bufs {
+		errs = append(errs, b.Release())
+	}
+	e.inputs, e.outputs, e.bufs = nil, nil, nil
+	errs = append(errs, e.b.engineClosed())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tensorrt: closing engine: %w", err)
+	}
+	return nil
+}
