@@ -308,7 +308,7 @@ func (m *model) loadInto(ctx context.Context, d *daemon, p *pipeline) error {
 		eng.Close()
 		return err
 	}
-	if err := warmUp(ctx, eng); err != nil {
+	if err := WarmUp(ctx, eng); err != nil {
 		eng.Close()
 		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, m.where(), err)
 	}
@@ -318,9 +318,9 @@ func (m *model) loadInto(ctx context.Context, d *daemon, p *pipeline) error {
 	return nil
 }
 
-// warmUp runs one inference on a mid-grey input and rejects outputs that
+// WarmUp runs one inference on a mid-grey input and rejects outputs that
 // are not finite.
-func warmUp(ctx context.Context, e trt.Engine) error {
+func WarmUp(ctx context.Context, e trt.Engine) error {
 	for _, t := range e.Inputs() {
 		if v := t.Float32(); v != nil {
 			for i := range v {

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+)
+
+// cmdCheck validates the configuration, probes the GPU, the devices the
+// sources and sinks name, and loads every model the way the daemon would
+// (including the warm-up inference). It exits 0 when the configuration is
+// runnable, 78 for configuration errors (including unusable model files)
+// and 1 when a required device is missing or broken.
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("check", stderr)
+	path := fs.String("config", "", "configuration file (default: $EDGED_CONFIG, else the embedded default)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	cfg, what, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, err)
+		return exitCode(err)
+	}
+	fmt.Fprintf(stdout, "configuration %s: ok (%d source(s), %d model(s), %d pipeline(s), %d sink(s))\n",
+		what, len(cfg.Sources), len(cfg.Models), len(cfg.Pipelines), len(cfg.Sinks))
+	if err := cfg.CheckFiles(); err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return exitConfig
+	}
+
+	code := exitOK
+	fail := func(c int, format string, a ...any) {
+		fmt.Fprintf(stdout, "  FAIL  "+format+"\n", a...)
+		if c == exitConfig || code == exitOK {
+			code = c
+		}
+	}
+	ok := func(format string, a ...any) { fmt.Fprintf(stdout, "  ok    "+format+"\n", a...) }
+	warn := func(format string, a ...any) { fmt.Fprintf(stdout, "  warn  "+format+"\n", a...) }
+
+	fmt.Fprintln(stdout, "gpu:")
+	pl, err := umem.Open(umem.Options{Device: cfg.GPU.Device, Strategy: umem.Strategy(cfg.GPU.Memory), Strict: cfg.GPU.Strict})
+	var alloc umem.Allocator = umem.NewHost()
+	if err != nil {
+		fail(exitFailure, "memory = %q: %v", cfg.GPU.Memory, err)
+	} else {
+		alloc = pl.Alloc
+		for _, line := range splitLines(pl.Probe.String()) {
+			fmt.Fprintf(stdout, "        %s\n", line)
+		}
+		ok("memory strategy %s: %s", pl.Strategy, pl.Reason)
+	}
+
+	fmt.Fprintln(stdout, "devices:")
+	for _, s := range cfg.Sources {
+		if s.Device == "" {
+			ok("source %s (%s)", s.Name, s.Kind)
+			continue
+		}
+		if err := checkDevice(s.Device); err != nil {
+			if s.Optional {
+				warn("source %s: %v (optional: edged waits for it)", s.Name, err)
+			} else {
+				fail(exitFailure, "source %s: %v", s.Name, err)
+			}
+			continue
+		}
+		ok("source %s: %s", s.Name, s.Device)
+	}
+	for _, s := range cfg.Sinks {
+		switch s.Kind {
+		case "serial":
+			if err := checkDevice(s.Device); err != nil {
+				warn("sink %s: %v (edged reopens it when it appears)", s.Name, err)
+			} else {
+				ok("sink %s: %s", s.Name, s.Device)
+			}
+		case "socket":
+			ok("sink %s: socket %s", s.Name, s.Path)
+		}
+	}
+
+	fmt.Fprintln(stdout, "models:")
+	for i := range cfg.Models {
+		m := &cfg.Models[i]
+		start := time.Now()
+		sig, backend, err := checkModel(ctx, cfg, m, alloc)
+		if err != nil {
+			fail(exitConfig, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
+			continue
+		}
+		ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+	}
+	if code == exitOK {
+		fmt.Fprintln(stdout, "runnable")
+	} else {
+		fmt.Fprintln(stdout, "not runnable")
+	}
+	return code
+}
+
+func splitLines(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != '\n' {
+			i++
+		}
+		out = append(out, s[:i])
+		if i < len(s) {
+			i++
+		}
+		s = s[i:]
+	}
+	return out
+}
+
+// checkDevice reports whether a device node exists and can be opened for
+// reading and writing by this user.
+func checkDevice(p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR|0x800 /* O_NONBLOCK */, 0)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s: %w", p, pe.Err)
+		}
+		return err
+	}
+	return f.Close()
+}
+
+// checkModel loads a model with its backend and runs one warm-up
+// inference, as the daemon does before serving.
+func checkModel(ctx context.Context, cfg *edruntime.Config, m *edruntime.ModelConfig, alloc umem.Allocator) (string, string, error) {
+	name, err := edruntime.ModelBackend(m)
+	if err != nil {
+		return "", "", err
+	}
+	be, err := newBackend(name, cfg)
+	if err != nil {
+		return "", "", err
+	}
+	var data []byte
+	if b, ok := m.Builtin(); ok {
+		data, err = edruntime.BuiltinModel(b)
+	} else {
+		data, err = os.ReadFile(cfg.Resolve(m.Path))
+	}
+	if err != nil {
+		return "", "", err
+	}
+	opts := trt.LoadOptions{Name: m.Name, Alloc: alloc, Threads: max(m.Threads, 1)}
+	for _, p := range cfg.Pipelines {
+		if p.Model == m.Name && p.Preprocess.Width > 0 && p.Preprocess.Height > 0 {
+			opts.Shapes = map[string][]int64{p.Preprocess.Input: {1, 3, int64(p.Preprocess.Height), int64(p.Preprocess.Width)}}
+		}
+	}
+	eng, err := be.Load(ctx, data, opts)
+	if err != nil {
+		return "", "", err
+	}
+	defer eng.Close()
+	if err := edruntime.WarmUp(ctx, eng); err != nil {
+		return "", "", err
+	}
+	return trt.SignatureOf(eng).String(), be.Name(), nil
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/stream"
+)
+
+func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
+	fs := newFlags("run", stderr)
+	path := fs.String("config", "", "configuration file (default: $EDGED_CONFIG, else the embedded default)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	cfg, what, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "edged: %s:\n%v\n", what, err)
+		return exitCode(err)
+	}
+	log := newLogger(cfg.Daemon, stderr)
+	log.Info("edged starting", "version", edruntime.Version, "config", what, "pid", os.Getpid())
+	if cfg.File == "" {
+		for _, s := range cfg.Sinks {
+			if s.Kind == "socket" {
+				log.Info("no configuration file given: running the embedded default (synthetic camera, built-in demo model on ONNX Runtime, results on a Unix socket)",
+					"socket", s.Path, "try", "edged tail -socket "+s.Path)
+			}
+		}
+	}
+
+	listeners, err := inheritedListeners()
+	if err != nil {
+		log.Error("socket activation", "err", err)
+		return exitFailure
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	d, err := edruntime.New(edruntime.Options{
+		Config:           cfg,
+		Factories:        factories(log),
+		Logger:           log,
+		Notifier:         edruntime.SystemdNotifier{},
+		Listeners:        listeners,
+		WatchdogInterval: edruntime.WatchdogInterval(),
+	})
+	if err != nil {
+		log.Error("edged cannot start", "err", err)
+		return exitCode(err)
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reloadOnHUP(ctx, d, *path, log)
+			}
+		}
+	}()
+
+	if err := d.Run(ctx); err != nil {
+		log.Error("edged failed", "err", err)
+		return exitCode(err)
+	}
+	return exitOK
+}
+
+// reloadOnHUP re-reads the configuration. An invalid file is reported and
+// the running configuration kept; engines are re-checked either way.
+func reloadOnHUP(ctx context.Context, d *edruntime.Daemon, path string, log *slog.Logger) {
+	cfg, what, err := loadConfig(path)
+	if err != nil {
+		log.Error("SIGHUP: new configuration rejected; keeping the running one", "config", what, "err", err)
+		d.ReloadEngines()
+		return
+	}
+	log.Info("SIGHUP: reloading", "config", what)
+	if err := d.Reload(ctx, cfg); err != nil {
+		log.Error("reload failed", "err", err)
+	}
+}
+
+// inheritedListeners returns systemd socket-activated listeners by their
+// FileDescriptorName (LISTEN_FDNAMES).
+func inheritedListeners() (map[string]net.Listener, error) {
+	byName := stream.InheritedListeners()
+	out := map[string]net.Listener{}
+	for name, ls := range byName {
+		for _, l := range ls {
+			if l != nil {
+				out[name] = l
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func newLogger(d edruntime.DaemonConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(d.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if d.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.bug.st/serial"
+
+	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/stream"
+)
+
+func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tail", stderr)
+	sock := fs.String("socket", edruntime.DefaultSocketPath(), "daemon socket to read")
+	n := fs.Int("n", 0, "stop after N records (0 = until interrupted)")
+	asJSON := fs.Bool("json", false, "print records as raw JSON lines (one per record)")
+	pipelines := fs.String("pipeline", "", "comma-separated pipelines to subscribe to (default: all)")
+	cbor := fs.Bool("cbor", false, "ask the daemon for the length-prefixed CBOR encoding")
+	dev := fs.String("serial", "", "read COBS+CRC framed records from this serial port instead of the socket")
+	baud := fs.Int("baud", 115200, "serial baud rate (with -serial)")
+	file := fs.String("file", "", "read records from a capture file instead (NDJSON, CBOR or serial frames)")
+	framing := fs.String("framing", "auto", "framing of -file: auto (NDJSON or CBOR), ndjson, cbor, cobs-cbor")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var next func(*stream.Message) error
+	var stats func() stream.DecoderStats
+	var source string
+	switch {
+	case *dev != "":
+		port, err := serial.Open(*dev, &serial.Mode{BaudRate: *baud})
+		if err != nil {
+			fmt.Fprintf(stderr, "edged tail: opening %s: %v\n", *dev, err)
+			return exitFailure
+		}
+		defer port.Close()
+		context.AfterFunc(ctx, func() { port.Close() })
+		dec := stream.NewDecoder(serialReader{port}, stream.DecoderOptions{Framing: stream.FramingSerial})
+		next, stats, source = dec.Next, dec.Stats, *dev
+	case *file != "":
+		fr, err := stream.ParseFraming(*framing)
+		if err != nil {
+			fmt.Fprintf(stderr, "edged tail: %v\n", err)
+			return exitUsage
+		}
+		f, err := os.Open(*file)
+		if err != nil {
+			fmt.Fprintf(stderr, "edged tail: %v\n", err)
+			return exitFailure
+		}
+		defer f.Close()
+		dec := stream.NewDecoder(f, stream.DecoderOptions{Framing: fr})
+		next, stats, source = dec.Next, dec.Stats, *file
+	default:
+		var sub *stream.Subscription
+		if *pipelines != "" || *cbor {
+			sub = &stream.Subscription{}
+			if *pipelines != "" {
+				sub.Pipelines = strings.Split(*pipelines, ",")
+			}
+			if *cbor {
+				sub.Encoding = stream.CBOR
+			}
+		}
+		c, err := stream.Dial(ctx, *sock, sub)
+		if err != nil {
+			fmt.Fprintf(stderr, "edged tail: %v\n", err)
+			return exitFailure
+		}
+		defer c.Close()
+		next, stats, source = c.Next, c.Stats, *sock
+	}
+
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	var m stream.Message
+	var line []byte
+	count := 0
+	code := exitOK
+	for *n == 0 || count < *n {
+		err := next(&m)
+		if err != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(stderr, "edged tail: %s: %v\n", source, err)
+			code = exitFailure
+			break
+		}
+		count++
+		if *asJSON {
+			if m.Missed > 0 {
+				fmt.Fprintf(stderr, "edged tail: %d record(s) lost before seq %d\n", m.Missed, m.Rec.Seq)
+			}
+			out.Write(m.JSON())
+			out.WriteByte('\n')
+		} else {
+			line = stream.AppendText(line[:0], &m)
+			line = append(line, '\n')
+			out.Write(line)
+		}
+		if *dev == "" && *file == "" {
+			out.Flush() // live stream: show each record as it comes
+		}
+	}
+	out.Flush()
+	st := stats()
+	if st.Missed > 0 || st.CRCErrors > 0 || st.FrameErrors > 0 {
+		fmt.Fprintf(stderr, "edged tail: %d records, %d lost in %d gap(s), %d CRC errors, %d bad frames\n",
+			st.Records, st.Missed, st.Gaps, st.CRCErrors, st.FrameErrors)
+	}
+	return code
+}
+
+// serialReader turns go.bug.st/serial's (0, nil) read timeouts into retries.
+type serialReader struct{ p serial.Port }
+
+func (r serialReader) Read(b []byte) (int, error) {
+	for {
+		n, err := r.p.Read(b)
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
+}
+
+func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("reload", stderr)
+	sock := fs.String("socket", edruntime.DefaultSocketPath(), "daemon socket")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon's answer")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := stream.RequestReload(ctx, *sock); err != nil {
+		fmt.Fprintf(stderr, "edged reload: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintln(stdout, "edged: engine files are being re-checked; reload outcomes appear as status records (edged tail) and in the log")
+	return exitOK
+}
