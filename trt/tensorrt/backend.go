@@ -90,15 +90,15 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// onGPU runs f on a locked OS thread with the primary context current.
+// onGPU runs f through GPU.Do, on a thread with the primary context
+// current; without a GPU (a backend that only reports its library) on a
+// locked thread, where cudart would pick the primary context itself.
 func (b *Backend) onGPU(f func() error) error {
+	if b.opts.GPU != nil {
+		return b.opts.GPU.Do(f)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if b.opts.GPU != nil {
-		if err := b.opts.GPU.MakeCurrent(); err != nil {
-			return fmt.Errorf("tensorrt: making the CUDA context current: %w", err)
-		}
-	}
 	return f()
 }
 
@@ -206,6 +206,7 @@ func (b *Backend) load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	}
 	e := &Engine{b: b, stream: stream, meta: f.Metadata, built: f.Built}
 	e.attach, _ = stream.(Attacher)
+	e.inferFn = e.infer // one method value, so Infer allocates nothing
 	if err := b.onGPU(func() error { return e.build(f.Plan, opts) }); err != nil {
 		e.Close()
 		return nil, err
@@ -223,6 +224,7 @@ type Engine struct {
 	built  plan.Version
 
 	mu      sync.Mutex // Infer against Close
+	inferFn func() error
 	h       *C.edged_trt_engine
 	inputs  []*trt.Tensor
 	outputs []*trt.Tensor
@@ -406,8 +408,10 @@ func (e *Engine) Built() plan.Version { return e.built }
 // (weights not included), for memory budgets.
 func (e *Engine) DeviceMemory() int64 { return e.devMem }
 
-// Infer implements trt.Engine: it enqueues the engine on its stream and
-// waits for it. It allocates nothing on the Go heap unless it fails.
+// Infer implements trt.Engine: on the GPU's thread it attaches the
+// buffers to the engine's stream (when the stream is an Attacher), enqueues
+// the engine, waits for the stream and detaches the buffers. It allocates
+// nothing on the Go heap unless it fails.
 func (e *Engine) Infer(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -417,11 +421,11 @@ func (e *Engine) Infer(ctx context.Context) error {
 	if e.closed {
 		return trt.ErrClosed
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := e.b.opts.GPU.MakeCurrent(); err != nil {
-		return fmt.Errorf("%w: making the CUDA context current: %w", ErrInference, err)
-	}
+	return e.b.opts.GPU.Do(e.inferFn)
+}
+
+// infer runs on the GPU's thread.
+func (e *Engine) infer() error {
 	if e.attach != nil {
 		for i, b := range e.bufs {
 			if err := e.attach.Attach(b); err != nil {

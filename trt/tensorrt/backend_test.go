@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +42,10 @@ func fakeLibrary(t testing.TB) string {
 		t.Skipf("the fake libnvinfer implements TensorRT 10.3; the shim was built against %s headers", v)
 	}
 	fakeOnce.Do(func() {
+		if p := os.Getenv("EDGED_FAKE_NVINFER"); p != "" { // prebuilt, for machines without the headers
+			fakePath = p
+			return
+		}
 		inc := os.Getenv("TENSORRT_INCLUDE")
 		if inc == "" {
 			inc = filepath.Join("..", "..", "third_party", "TensorRT-10.3.0", "include")
@@ -78,20 +83,22 @@ func fakePlan(maj, min byte, body string) []byte {
 
 const dynPlan = "tensor in x 0 0 -1,4 1,4 2,4 8,4\ntensor out y 0 0 -1,4\n"
 
-// fakeGPU stands in for umem's CUDA device: it records the OS thread of
-// each MakeCurrent and hands out numbered streams.
+// fakeGPU stands in for umem's device and worker: Do runs f on a locked
+// OS thread and records which, and NewStream hands out numbered streams.
 type fakeGPU struct {
-	current atomic.Int64 // tid of the last MakeCurrent
+	current atomic.Int64 // tid of the last Do
 	calls   atomic.Int64
 	streams atomic.Int64
 	mu      sync.Mutex
 	open    map[uintptr]*fakeStream
 }
 
-func (g *fakeGPU) MakeCurrent() error {
+func (g *fakeGPU) Do(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	g.current.Store(int64(unix.Gettid()))
 	g.calls.Add(1)
-	return nil
+	return f()
 }
 
 func (g *fakeGPU) NewStream() (Stream, error) {
@@ -220,12 +227,12 @@ func TestFakeEndToEnd(t *testing.T) {
 	}
 	s := e.stream.(*fakeStream)
 	if g.calls.Load() == before || s.syncs.Load() != 1 || s.attached.Load() != 2 || s.detached.Load() != 2 {
-		t.Errorf("MakeCurrent calls %d->%d, syncs %d, attached %d, detached %d", before, g.calls.Load(),
+		t.Errorf("Do calls %d->%d, syncs %d, attached %d, detached %d", before, g.calls.Load(),
 			s.syncs.Load(), s.attached.Load(), s.detached.Load())
 	}
 
 	// TensorRT saw the engine's stream for the profile and the enqueue, on
-	// the OS thread on which the context had just been made current.
+	// the OS thread of GPU.Do.
 	logs, _ := drain(b)
 	joined := strings.Join(logs, "\n")
 	for _, want := range []string{
@@ -239,7 +246,7 @@ func TestFakeEndToEnd(t *testing.T) {
 	}
 	m := regexp.MustCompile(`enqueueV3 on stream \S+ tid=(\d+)`).FindStringSubmatch(joined)
 	if m == nil || m[1] != fmt.Sprint(g.current.Load()) {
-		t.Errorf("enqueue ran on thread %v, MakeCurrent last on %d", m, g.current.Load())
+		t.Errorf("enqueue ran on thread %v, GPU.Do last on %d", m, g.current.Load())
 	}
 
 	// Steady state allocates nothing.

@@ -36,12 +36,13 @@
 // # CUDA
 //
 // TensorRT is a CUDA runtime API library: it works in the context current on
-// the calling OS thread. Every call into the shim runs on a locked OS thread
-// right after [GPU.MakeCurrent], and each engine enqueues on its own stream
-// from [GPU.NewStream], which Infer synchronises before returning. Streams
-// that implement [Attacher] get the engine's buffers attached before the
-// enqueue and detached after the synchronisation (managed memory on devices
-// with concurrentManagedAccess = 0).
+// the calling OS thread. Every call into the shim runs inside [GPU.Do], on a
+// thread where the device's primary context is current (umem.Worker), and
+// each engine enqueues on its own stream from [GPU.NewStream], which Infer
+// synchronises before returning. Streams that implement [Attacher] get the
+// engine's buffers attached before the enqueue and detached after the
+// synchronisation (managed memory on devices with concurrentManagedAccess =
+// 0). [UmemGPU] wires umem's device and worker in.
 //
 // # Errors and logs
 //

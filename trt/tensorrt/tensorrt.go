@@ -18,12 +18,12 @@ const Name = "tensorrt"
 // reported.
 var ErrInference = errors.New("tensorrt: inference failed")
 
-// GPU is the CUDA device engines run on; umem's CUDA device provides it.
+// GPU is the CUDA device engines run on. UmemGPU adapts umem's device and
+// worker to it.
 type GPU interface {
-	// MakeCurrent makes the device's primary context current on the
-	// calling OS thread. The backend calls it on a locked thread before
-	// every call into TensorRT.
-	MakeCurrent() error
+	// Do runs f on an OS thread on which the device's primary context is
+	// current (umem.Worker.Do). Every call into TensorRT runs inside Do.
+	Do(f func() error) error
 	// NewStream creates a non-blocking CUDA stream. The engine that asked
 	// for it closes it after the engine is destroyed.
 	NewStream() (Stream, error)
