@@ -64,7 +64,9 @@ func newHarness(t *testing.T, edit func(*trt.ReloaderOptions)) *harness {
 		edit(&h.opts)
 	}
 	h.opts.Path = h.path
-	h.opts.Backend = h.be
+	if h.opts.Backend == nil {
+		h.opts.Backend = h.be
+	}
 	h.opts.Targets = []trt.Target{{Name: "p0", Hot: h.hot}}
 	h.opts.OnEvent = func(ev trt.ReloadEvent) {
 		select {
