@@ -36,7 +36,7 @@ func busy(t *testing.T, d *Device, s *Stream) {
 	}
 }
 
-func mustStream(t *testing.T, d *Device) *Stream {
+func mustStream(t testing.TB, d *Device) *Stream {
 	t.Helper()
 	s, err := d.NewStream()
 	if err != nil {
