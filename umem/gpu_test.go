@@ -563,4 +563,3 @@ func TestGPUEventsAndCopies(t *testing.T) {
 		t.Fatal("data changed in the copy round trip")
 	}
 }
-
