@@ -257,9 +257,11 @@ func Parse(name string, data []byte) (*Config, error) {
 	}
 	cfg := &Config{File: name, idx: idx}
 	var probs []Problem
+	var failed []string // sections whose decoding stopped early
 	dec := func(prefix string, p toml.Primitive, v any) {
 		if err := md.PrimitiveDecode(p, v); err != nil {
 			probs = append(probs, decodeProblem(name, idx, prefix, err))
+			failed = append(failed, prefix)
 		}
 	}
 	dec("daemon", raw.Daemon, &cfg.Daemon)
@@ -285,6 +287,11 @@ func Parse(name string, data []byte) (*Config, error) {
 		plain := k.String()
 		path := idx.occurrence(plain, seen[plain])
 		seen[plain]++
+		if slices.ContainsFunc(failed, func(f string) bool {
+			return path == f || strings.HasPrefix(path, f+".") || strings.HasPrefix(path, f+"[")
+		}) {
+			continue // not reached because of the error already reported
+		}
 		line, col := idx.pos(path)
 		probs = append(probs, Problem{File: name, Line: line, Col: col, Key: path,
 			Msg: "unknown key (check the spelling; every key is listed in configs/edged.toml)"})

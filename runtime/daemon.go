@@ -445,11 +445,13 @@ func (d *daemon) refreshStatus() {
 		d.ready = true
 	}
 	d.mu.Unlock()
+	line := strings.Join(parts, "; ")
 	if first {
-		d.notify.send("READY=1")
-		d.log.Info("ready", "pipelines", len(g.pipelines))
+		d.log.Info("ready", "pipelines", len(g.pipelines), "status", line)
+		d.notify.ready("ready: " + line)
+		return
 	}
-	d.notify.status("%s", strings.Join(parts, "; "))
+	d.notify.status("%s", line)
 }
 
 // equalConfig compares two configurations by their effective values.

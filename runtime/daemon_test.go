@@ -73,16 +73,26 @@ func (s *recordingSink) waitResults(t *testing.T, n int, timeout time.Duration) 
 	}
 }
 
-// fakeNotifier records sd_notify states.
+// fakeNotifier records sd_notify states, one per line, and how many
+// results the sink had when READY=1 came.
 type fakeNotifier struct {
-	mu     sync.Mutex
-	states []string
+	mu           sync.Mutex
+	states       []string
+	sink         *recordingSink
+	resultsReady int
 }
 
 func (f *fakeNotifier) Notify(s string) error {
 	f.mu.Lock()
-	f.states = append(f.states, s)
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	for _, line := range strings.Split(s, "\n") {
+		if line == "READY=1" && f.sink != nil {
+			f.sink.mu.Lock()
+			f.resultsReady = len(f.sink.results)
+			f.sink.mu.Unlock()
+		}
+		f.states = append(f.states, line)
+	}
 	return nil
 }
 
@@ -144,7 +154,7 @@ func defaultConfig(t *testing.T, edit func(string) string) *Config {
 func TestDemoPipelineEndToEnd(t *testing.T) {
 	backend := ortBackend(t)
 	sink := newRecordingSink()
-	notes := &fakeNotifier{}
+	notes := &fakeNotifier{sink: sink}
 	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1) })
 	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend), Notifier: notes, WatchdogInterval: 200 * time.Millisecond})
 	if err != nil {
@@ -186,6 +196,9 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 	ready := indexOf(states, "READY=1")
 	if ready < 0 {
 		t.Fatalf("no READY=1 in %q", states)
+	}
+	if notes.resultsReady < 1 {
+		t.Fatalf("READY=1 sent before the first result was published")
 	}
 	time.Sleep(500 * time.Millisecond)
 	if n := count(notes.all(), "WATCHDOG=1"); n < 1 {

@@ -72,6 +72,15 @@ func (s *notifier) status(format string, args ...any) {
 	}
 }
 
+// ready sends READY=1 together with the status line that says why.
+func (s *notifier) ready(status string) {
+	status = strings.ReplaceAll(status, "\n", " ")
+	s.mu.Lock()
+	s.lastStatus = status
+	s.mu.Unlock()
+	s.send("READY=1", "STATUS="+status)
+}
+
 // monotonicUsec is CLOCK_MONOTONIC in microseconds, for MONOTONIC_USEC=.
 func monotonicUsec() string {
 	return fmt.Sprintf("MONOTONIC_USEC=%d", monoNow()/1000)

@@ -291,6 +291,10 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	if slot != nil {
 		slot.SetState(umem.SlotCPU)
 	}
+	if failpoint(ctx, "pipeline/preprocess") {
+		f.Slot.Release()
+		return
+	}
 	tr, err := p.pre.Run(f.Data(), f.Format, in, p.c, p.h, p.w)
 	frameSeq, tCapture := f.Seq, f.TCapture
 	f.Slot.Release()
@@ -300,6 +304,9 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		return
 	}
 	t1 := monoNow()
+	if failpoint(ctx, "pipeline/infer") {
+		return
+	}
 	if err := eng.Infer(ctx); err != nil {
 		if ctx.Err() != nil {
 			return

@@ -21,6 +21,9 @@ func loadConfig(path string) (*edruntime.Config, string, error) {
 		return cfg, "embedded default configuration", err
 	}
 	cfg, err := edruntime.LoadFile(path)
+	if err == nil {
+		err = cfg.CheckFiles()
+	}
 	return cfg, path, err
 }
 

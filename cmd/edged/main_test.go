@@ -1,0 +1,512 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edged-dev/edged/configs"
+	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/trt/demomodel"
+	"github.com/edged-dev/edged/trt/onnx"
+)
+
+// binary is the edged executable built once for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edged-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "edged")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building edged: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needORT skips (or, with EDGED_REQUIRE_ORT=1, fails) when ONNX Runtime
+// cannot be found, and returns the library path for the child's
+// environment.
+func needORT(t *testing.T) string {
+	t.Helper()
+	lib, err := onnx.FindLibrary("")
+	if err != nil {
+		if os.Getenv("EDGED_REQUIRE_ORT") == "1" {
+			t.Fatalf("ONNX Runtime required: %v", err)
+		}
+		t.Skipf("ONNX Runtime not available: %v", err)
+	}
+	return lib
+}
+
+// notifySocket plays systemd's part: it receives sd_notify datagrams.
+type notifySocket struct {
+	path string
+	conn *net.UnixConn
+	mu   sync.Mutex
+	msgs []string
+	got  chan struct{}
+}
+
+func newNotifySocket(t *testing.T) *notifySocket {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notifySocket{path: path, conn: c, got: make(chan struct{}, 1)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			for _, line := range strings.Split(string(buf[:k]), "\n") {
+				n.msgs = append(n.msgs, line)
+			}
+			n.mu.Unlock()
+			select {
+			case n.got <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() { c.Close() })
+	return n
+}
+
+func (n *notifySocket) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.msgs...)
+}
+
+// waitFor waits until pred holds for the messages so far.
+func (n *notifySocket) waitFor(t *testing.T, what string, timeout time.Duration, pred func([]string) bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for !pred(n.all()) {
+		select {
+		case <-n.got:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; got %q", what, n.all())
+		}
+	}
+}
+
+func count(msgs []string, v string) int {
+	c := 0
+	for _, m := range msgs {
+		if m == v {
+			c++
+		}
+	}
+	return c
+}
+
+func index(msgs []string, v string) int {
+	for i, m := range msgs {
+		if m == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// daemon is a running edged.
+type daemon struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+	sock   string
+	cfg    string
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// testConfig is the embedded default with the socket in dir and edits.
+func testConfig(t *testing.T, dir string, edits ...string) (cfgPath, sock string) {
+	t.Helper()
+	sock = filepath.Join(dir, "edged.sock")
+	text := strings.Replace(string(configs.Default), `path = ""                 # "" = $XDG_RUNTIME_DIR`, `path = "`+sock+`" # `, 1)
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(text, edits[i]) {
+			t.Fatalf("edit: %q not in config", edits[i])
+		}
+		text = strings.Replace(text, edits[i], edits[i+1], 1)
+	}
+	cfgPath = filepath.Join(dir, "edged.toml")
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, sock
+}
+
+func start(t *testing.T, lib, cfgPath, sock string, env ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "-config", cfgPath)
+	cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
+	cmd.Env = append(cmd.Env, env...)
+	d := &daemon{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), sock: sock, cfg: cfgPath}
+	cmd.Stderr = d.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("edged stderr:\n%s", d.stderr.String())
+		}
+	})
+	return d
+}
+
+// stop sends SIGTERM and returns the exit code and how long it took.
+func (d *daemon) stop(t *testing.T) (int, time.Duration) {
+	t.Helper()
+	t0 := time.Now()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("edged did not exit after SIGTERM")
+	}
+	return d.cmd.ProcessState.ExitCode(), time.Since(t0)
+}
+
+// TestNotifyLifecycle runs the real binary as systemd would: READY=1 comes
+// only after the first result, WATCHDOG=1 keeps coming while frames flow,
+// and SIGTERM gives STOPPING=1 and exit 0 within 2 s. A client reading 200
+// consecutive results gets the class and centroid the camera drew, with no
+// seq gaps.
+func TestNotifyLifecycle(t *testing.T) {
+	lib := needORT(t)
+	n := newNotifySocket(t)
+	cfg, sock := testConfig(t, t.TempDir())
+	d := start(t, lib, cfg, sock, "NOTIFY_SOCKET="+n.path, "WATCHDOG_USEC=400000")
+	n.waitFor(t, "READY=1", 30*time.Second, func(m []string) bool { return index(m, "READY=1") >= 0 })
+	// READY=1 comes with the status line that says the pipeline is
+	// producing (the exact ordering against the first published result is
+	// checked by runtime's TestDemoPipelineEndToEnd).
+	msgs := n.all()
+	if r := index(msgs, "READY=1"); r+1 >= len(msgs) || !strings.HasPrefix(msgs[r+1], "STATUS=ready: demo ") || !strings.Contains(msgs[r+1], " fps model demo gen 1 ") {
+		t.Fatalf("READY=1 not sent with a running status: %q", msgs)
+	}
+	before := msgs[:index(msgs, "READY=1")]
+	for _, m := range before {
+		if m == "WATCHDOG=1" {
+			continue
+		}
+		if !strings.HasPrefix(m, "STATUS=") {
+			t.Errorf("unexpected %q before READY=1", m)
+		}
+	}
+
+	c, err := stream.Dial(context.Background(), sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opts := synthetic.Options{Width: 640, Height: 480, Pixel: sensors.YUYV, Seed: 1, PeriodFrames: 30}
+	var m stream.Message
+	for i := 0; i < 200; i++ {
+		if err := c.Next(&m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Rec.Type != "result" {
+			i--
+			continue
+		}
+		if m.Rec.Seq != uint64(i+1) || m.Missed != 0 {
+			t.Fatalf("record %d has seq %d (missed %d)", i+1, m.Rec.Seq, m.Missed)
+		}
+		truth := synthetic.TruthAt(opts, m.Rec.FrameSeq)
+		cls := m.Rec.Outputs["class"].Top[0]
+		if cls.Index != truth.Background || cls.Label != synthetic.Labels[truth.Background] {
+			t.Fatalf("frame %d: class %+v, camera drew background %d", m.Rec.FrameSeq, cls, truth.Background)
+		}
+		cen := m.Rec.Outputs["centroid"].Data
+		if math.Abs(float64(cen[0])*640-truth.CenterX) > 12 || math.Abs(float64(cen[1])*480-truth.CenterY) > 12 {
+			t.Fatalf("frame %d: centroid %v, square centre (%.0f, %.0f)", m.Rec.FrameSeq, cen, truth.CenterX, truth.CenterY)
+		}
+	}
+	if st := c.Stats(); st.Missed != 0 || st.Gaps != 0 {
+		t.Fatalf("seq gaps: %+v", st)
+	}
+	if w := count(n.all(), "WATCHDOG=1"); w < 5 {
+		t.Errorf("only %d WATCHDOG=1 pings over 200 frames", w)
+	}
+	code, took := d.stop(t)
+	if code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	if took > 2*time.Second {
+		t.Errorf("stop took %v", took)
+	}
+	if index(n.all(), "STOPPING=1") < 0 {
+		t.Error("no STOPPING=1")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket file left behind: %v", err)
+	}
+}
+
+// TestWedgedPipelineStopsWatchdog hangs inference after 30 frames (a
+// failpoint): the WATCHDOG=1 pings must stop, so systemd would restart the
+// service, and STATUS= must say why.
+func TestWedgedPipelineStopsWatchdog(t *testing.T) {
+	lib := needORT(t)
+	n := newNotifySocket(t)
+	cfg, sock := testConfig(t, t.TempDir(), `stall_timeout = "10s"`, `stall_timeout = "1s"`)
+	d := start(t, lib, cfg, sock, "NOTIFY_SOCKET="+n.path, "WATCHDOG_USEC=200000", "EDGED_FAILPOINTS=pipeline/infer=hang:30")
+	n.waitFor(t, "a STALLED status", 30*time.Second, func(m []string) bool {
+		for _, s := range m {
+			if strings.HasPrefix(s, "STATUS=STALLED: pipeline demo inference loop") {
+				return true
+			}
+		}
+		return false
+	})
+	if index(n.all(), "READY=1") < 0 {
+		t.Fatal("never ready")
+	}
+	pings := count(n.all(), "WATCHDOG=1")
+	time.Sleep(1500 * time.Millisecond) // 7 watchdog periods
+	if after := count(n.all(), "WATCHDOG=1"); after != pings {
+		t.Fatalf("watchdog still fed while the pipeline is wedged (%d -> %d pings)", pings, after)
+	}
+	if pings == 0 {
+		t.Fatal("no pings before the wedge")
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
+
+// TestBadConfigExit78 checks that run and check exit 78 and name the file,
+// line, column and key.
+func TestBadConfigExit78(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct{ from, to, want string }{
+		{`fps = 30.0`, `fsp = 30.0`, `source[0].fsp: unknown key`},
+		{`buffers = 4 `, `buffers = "four" `, `source[0].buffers: incompatible types`},
+		{`model = "demo"`, `model = "nope"`, `pipeline[0].model: no [[model]] named "nope"`},
+		{`path = "builtin:demo" `, `path = "missing.onnx" `, `model[0].path: model file ` + filepath.Join(dir, "missing.onnx") + `: no such file`},
+		{`sinks = ["local"]`, `sinks = ["lokal"]`, `pipeline[0].sinks: sinks[0]: no [[sink]] named "lokal"`},
+	}
+	for _, c := range cases {
+		cfg, _ := testConfig(t, dir, c.from, c.to)
+		text, _ := os.ReadFile(cfg)
+		line := 1 + strings.Count(string(text[:strings.Index(string(text), c.to)]), "\n")
+		want := fmt.Sprintf("%s:%d:1: %s", cfg, line, c.want)
+		for _, sub := range []string{"run", "check"} {
+			cmd := exec.Command(binary, sub, "-config", cfg)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if cmd.ProcessState.ExitCode() != 78 {
+				t.Fatalf("%s with %q: exit %v, want 78\n%s", sub, c.to, err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("%s with %q: stderr lacks %q:\n%s", sub, c.to, want, stderr.String())
+			}
+			if n := strings.Count(stderr.String(), ".toml:"); n != 2 { // the heading and one problem
+				t.Errorf("%s with %q: expected exactly one problem:\n%s", sub, c.to, stderr.String())
+			}
+		}
+	}
+}
+
+// TestSIGHUP reloads a changed configuration (RELOADING=1 then READY=1)
+// and keeps running on an invalid one.
+func TestSIGHUP(t *testing.T) {
+	lib := needORT(t)
+	n := newNotifySocket(t)
+	dir := t.TempDir()
+	cfg, sock := testConfig(t, dir)
+	d := start(t, lib, cfg, sock, "NOTIFY_SOCKET="+n.path)
+	n.waitFor(t, "READY=1", 30*time.Second, func(m []string) bool { return index(m, "READY=1") >= 0 })
+
+	testConfig(t, dir, `fps = 30.0`, `fps = 60.0`)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	n.waitFor(t, "RELOADING=1 then READY=1", 30*time.Second, func(m []string) bool {
+		r := index(m, "RELOADING=1")
+		return r >= 0 && count(m[r:], "READY=1") >= 1
+	})
+	msgs := n.all()
+	r := index(msgs, "RELOADING=1")
+	if r+1 >= len(msgs) || !strings.HasPrefix(msgs[r+1], "MONOTONIC_USEC=") {
+		t.Errorf("RELOADING=1 without MONOTONIC_USEC: %q", msgs[r:])
+	}
+	waitLog(t, d, "configuration reloaded")
+
+	os.WriteFile(cfg, []byte("[daemon]\nlog_level = \"loud\"\n"), 0o644)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, d, "new configuration rejected; keeping the running one")
+	if !strings.Contains(d.stderr.String(), `daemon.log_level: \"loud\" is not one of`) {
+		t.Errorf("rejection does not name the key:\n%s", d.stderr.String())
+	}
+	// Still serving.
+	c, err := stream.Dial(context.Background(), sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m stream.Message
+	if err := c.Next(&m); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+func waitLog(t *testing.T, d *daemon, s string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(d.stderr.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log never said %q", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSocketActivation passes a listening socket the way systemd does
+// (fd 3, LISTEN_FDS, LISTEN_PID): edged must serve on it instead of binding
+// its configured path, and must not remove it on exit.
+func TestSocketActivation(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	cfg, ownSock := testConfig(t, dir)
+	actPath := filepath.Join(dir, "activated.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: actPath, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	f, err := l.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=local exec "$0" run -config "$1"`, binary, cfg)
+	cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
+	cmd.ExtraFiles = []*os.File{f}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		if t.Failed() {
+			t.Logf("stderr:\n%s", stderr.String())
+		}
+	}()
+	var c *stream.Client
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err = stream.Dial(context.Background(), actPath, nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var m stream.Message
+	for m.Rec.Type != "result" {
+		if err := c.Next(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if _, err := os.Stat(ownSock); !os.IsNotExist(err) {
+		t.Errorf("edged bound its configured path although it was socket-activated: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-done
+	done <- nil
+	if _, err := os.Stat(actPath); err != nil {
+		t.Errorf("the activated socket was removed on exit: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "socket activation") {
+		t.Errorf("log does not say it uses socket activation:\n%s", stderr.String())
+	}
+}
+
+func TestCommands(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "v3.onnx")
+	if b, err := exec.Command(binary, "demo-model", "-o", out, "-variant", "3").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	got, _ := os.ReadFile(out)
+	want, _ := demomodel.Variant(3)
+	if !bytes.Equal(got, want) {
+		t.Error("demo-model -variant 3 wrote other bytes than demomodel.Variant(3)")
+	}
+	printed, err := exec.Command(binary, "config", "print").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := edruntime.Parse("printed", printed); err != nil {
+		t.Errorf("config print output does not load: %v\n%s", err, printed)
+	}
+	v, err := exec.Command(binary, "version").Output()
+	if err != nil || !strings.HasPrefix(string(v), "edged ") {
+		t.Errorf("version: %q %v", v, err)
+	}
+	cmd := exec.Command(binary, "frobnicate")
+	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 2 {
+		t.Errorf("unknown command: %v", err)
+	}
+	// tail on a socket nobody serves fails with a hint.
+	b, _ := exec.Command(binary, "tail", "-socket", filepath.Join(dir, "none.sock")).CombinedOutput()
+	if !strings.Contains(string(b), "is edged running") {
+		t.Errorf("tail error: %s", b)
+	}
+}

@@ -1,0 +1,71 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Failpoints inject faults for tests of the real binary, in the spirit of
+// FreeBSD's fail(9):
+//
+//	EDGED_FAILPOINTS="pipeline/infer=hang:50,pipeline/preprocess=delay:200ms"
+//
+// Names: pipeline/infer, pipeline/preprocess. Actions: hang[:N] (from the
+// Nth hit on, block until the daemon stops), delay:DURATION, error[:N].
+// Unset in production, where a check is a nil-map test.
+var failpoints = parseFailpoints(os.Getenv("EDGED_FAILPOINTS"))
+
+type failAction struct {
+	kind  string // hang, delay, error
+	delay time.Duration
+	after int64 // first hit that fires (1-based)
+	hits  *atomic.Int64
+}
+
+func parseFailpoints(s string) map[string]failAction {
+	if s == "" {
+		return nil
+	}
+	m := map[string]failAction{}
+	for _, item := range strings.Split(s, ",") {
+		name, action, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			continue
+		}
+		kind, arg, _ := strings.Cut(action, ":")
+		a := failAction{kind: kind, after: 1, hits: new(atomic.Int64)}
+		if kind == "delay" {
+			a.delay, _ = time.ParseDuration(arg)
+		} else if n, err := strconv.ParseInt(arg, 10, 64); err == nil && n > 0 {
+			a.after = n
+		}
+		m[name] = a
+	}
+	return m
+}
+
+// failpoint runs the action configured for name; it reports whether the
+// caller must fail.
+func failpoint(ctx context.Context, name string) bool {
+	if failpoints == nil {
+		return false
+	}
+	a, ok := failpoints[name]
+	if !ok || a.hits.Add(1) < a.after {
+		return false
+	}
+	switch a.kind {
+	case "hang":
+		<-ctx.Done()
+		return true
+	case "delay":
+		sleepCtx(ctx, a.delay)
+	case "error":
+		return true
+	}
+	return false
+}
