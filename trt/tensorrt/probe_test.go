@@ -46,7 +46,7 @@ int32_t getInferLibVersion(void) { return 100300; }
 `
 
 func TestProbeLibrary(t *testing.T) {
-	good := buildLib(t, "cc", writeSource(t, "good.c", libBothSymbols), "libnvinfer.so.10")
+	good := buildLib(t, writeSource(t, "good.c", libBothSymbols), "libnvinfer.so.10")
 	l, err := Probe(good)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestProbeLibrary(t *testing.T) {
 		t.Errorf("Probe = %+v", l)
 	}
 
-	bad := buildLib(t, "cc", writeSource(t, "bad.c", libVersionOnly), "libnotnvinfer.so")
+	bad := buildLib(t, writeSource(t, "bad.c", libVersionOnly), "libnotnvinfer.so")
 	_, err = Probe(bad)
 	if !errors.Is(err, trt.ErrBackend) || !strings.Contains(err.Error(), "does not export createInferRuntime_INTERNAL") {
 		t.Errorf("library without the runtime symbol: %v", err)
