@@ -127,6 +127,13 @@ func (d *daemon) run(ctx context.Context) error {
 	d.alloc = alloc
 	d.log.Info("memory strategy", "strategy", string(alloc.Strategy()), "why", why)
 	d.notify.status("starting: %d pipeline(s)", len(d.cfg.Pipelines))
+	if addr := d.cfg.Daemon.MetricsListen; addr != "" {
+		stopMetrics, err := d.serveMetrics(ctx, addr)
+		if err != nil {
+			return fmt.Errorf("%w: daemon.metrics_listen: %w", ErrConfig, err)
+		}
+		defer stopMetrics()
+	}
 
 	if err := d.startSinks(d.cfg); err != nil {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))

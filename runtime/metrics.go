@@ -1,0 +1,229 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	goruntime "runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+)
+
+// serveMetrics serves Prometheus text on /metrics, and /livez and /readyz,
+// on daemon.metrics_listen ("host:port" or "unix:/path") until ctx is done.
+func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) {
+	network, address := "tcp", addr
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, address = "unix", p
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("metrics socket %s: %w", p, err)
+		}
+	}
+	ln, err := net.Listen(network, address)
+	if err != nil {
+		return nil, fmt.Errorf("metrics_listen %q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		d.writeMetrics(w)
+	})
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
+		if !d.checkHealthQuiet() {
+			http.Error(w, "stalled\n", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		ready := d.ready && d.graph != nil
+		d.mu.Unlock()
+		if !ready {
+			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics server failed", "err", err)
+		}
+	}()
+	d.log.Info("metrics listening", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		<-done
+	}, nil
+}
+
+// checkHealthQuiet reports whether every loop progressed within the stall
+// budget, without logging.
+func (d *daemon) checkHealthQuiet() bool {
+	d.mu.Lock()
+	g := d.graph
+	d.mu.Unlock()
+	if g == nil {
+		return true
+	}
+	limit, now := int64(d.cfg.Daemon.StallTimeout.Duration), monoNow()
+	for _, p := range g.pipelines {
+		if now-p.captureStamp.Load() > limit || now-p.inferStamp.Load() > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// metricWriter writes the Prometheus text format, one family at a time.
+type metricWriter struct {
+	w    io.Writer
+	seen map[string]bool
+}
+
+func (m *metricWriter) family(name, typ, help string) {
+	if m.seen[name] {
+		return
+	}
+	m.seen[name] = true
+	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (m *metricWriter) sample(name string, labels []string, v float64) {
+	var b strings.Builder
+	b.WriteString(name)
+	if len(labels) > 0 {
+		b.WriteByte('{')
+		for i := 0; i+1 < len(labels); i += 2 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%s=%q", labels[i], labels[i+1])
+		}
+		b.WriteByte('}')
+	}
+	fmt.Fprintf(m.w, "%s %g\n", b.String(), v)
+}
+
+func (m *metricWriter) counter(name, help string, v float64, labels ...string) {
+	m.family(name, "counter", help)
+	m.sample(name, labels, v)
+}
+
+func (m *metricWriter) gauge(name, help string, v float64, labels ...string) {
+	m.family(name, "gauge", help)
+	m.sample(name, labels, v)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (d *daemon) writeMetrics(w io.Writer) {
+	m := &metricWriter{w: w, seen: map[string]bool{}}
+	d.mu.Lock()
+	g, ready := d.graph, d.ready
+	sinks := make([]*sinkEntry, 0, len(d.sinks))
+	for _, e := range d.sinks {
+		sinks = append(sinks, e)
+	}
+	d.mu.Unlock()
+	sort.Slice(sinks, func(i, j int) bool { return sinks[i].cfg.Name < sinks[j].cfg.Name })
+
+	m.gauge("edged_build_info", "Build information.", 1, "version", Version, "go", goruntime.Version(), "arch", goruntime.GOARCH)
+	m.gauge("edged_ready", "1 once every pipeline produced a result or waits for its source.", b2f(ready))
+	if mi, err := umem.ReadMeminfo(""); err == nil {
+		m.gauge("edged_system_memory_available_bytes", "MemAvailable from /proc/meminfo (on Jetson also the GPU's memory).", float64(mi.MemAvailable))
+	}
+	if g != nil {
+		now := monoNow()
+		for _, p := range g.pipelines {
+			pl := []string{"pipeline", p.cfg.Name}
+			s := &p.stats
+			m.counter("edged_frames_captured_total", "Frames delivered by the source.", float64(s.captured.Load()), "pipeline", p.cfg.Name, "source", p.scfg.Name)
+			m.counter("edged_frames_dropped_total", "Frames dropped before inference, by reason.", float64(s.droppedStale.Load()), "pipeline", p.cfg.Name, "reason", "stale")
+			m.counter("edged_frames_dropped_total", "", float64(s.droppedCorrupt.Load()), "pipeline", p.cfg.Name, "reason", "corrupt")
+			m.counter("edged_results_total", "Results published.", float64(s.results.Load()), pl...)
+			m.counter("edged_inference_errors_total", "Failed inferences.", float64(s.inferErrors.Load()), pl...)
+			m.counter("edged_preprocess_errors_total", "Frames that failed preprocessing.", float64(s.preErrors.Load()), pl...)
+			m.gauge("edged_source_up", "1 while the pipeline's source delivers frames.", b2f(p.sourceUp.Load()), "source", p.scfg.Name)
+			m.counter("edged_source_starts_total", "Successful source starts (1 + reconnects).", float64(s.reconnects.Load()), "source", p.scfg.Name)
+			for _, q := range []float64{0.5, 0.9, 0.99} {
+				m.gauge("edged_latency_seconds", "Capture to result latency quantiles (bucket upper bounds).", s.latencyTotal.quantile(q)/1e9, "pipeline", p.cfg.Name, "quantile", fmt.Sprint(q))
+				m.gauge("edged_inference_seconds", "Inference time quantiles (bucket upper bounds).", s.latencyInfer.quantile(q)/1e9, "pipeline", p.cfg.Name, "quantile", fmt.Sprint(q))
+			}
+			m.gauge("edged_pipeline_progress_age_seconds", "Time since the loop last made progress (the watchdog compares it with stall_timeout).",
+				float64(now-p.inferStamp.Load())/1e9, "pipeline", p.cfg.Name, "loop", "inference")
+			m.gauge("edged_pipeline_progress_age_seconds", "", float64(now-p.captureStamp.Load())/1e9, "pipeline", p.cfg.Name, "loop", "capture")
+			if gen := p.hot.Current(); gen != nil {
+				m.gauge("edged_engine_info", "The engine generation serving each pipeline.", 1, "pipeline", p.cfg.Name, "model", gen.Model,
+					"generation", fmt.Sprint(gen.Number), "sha256", gen.SHAPrefix(), "backend", gen.Engine.Backend())
+			}
+			if p.pool != nil {
+				st := p.pool.Stats()
+				for i, n := range st.State {
+					m.gauge("edged_pool_slots", "Frame pool slots by state.", float64(n), "pipeline", p.cfg.Name, "state", umem.SlotState(i).String())
+				}
+			}
+		}
+		for name, md := range g.models {
+			r, ok := md.watch.(*trt.Reloader)
+			if !ok {
+				continue
+			}
+			st := r.Stats()
+			m.counter("edged_engine_reloads_total", "Hot-reload outcomes.", float64(st.Reloaded), "model", name, "result", "ok")
+			reasons := make([]string, 0, len(st.RejectedBy))
+			for k := range st.RejectedBy {
+				reasons = append(reasons, k)
+			}
+			sort.Strings(reasons)
+			for _, k := range reasons {
+				m.counter("edged_engine_reloads_total", "", float64(st.RejectedBy[k]), "model", name, "result", k)
+			}
+			m.counter("edged_engine_checks_total", "Model file checks after debouncing.", float64(st.Checks), "model", name)
+			m.gauge("edged_engine_watch_polling", "1 while file events are unavailable and the model file is polled.", b2f(st.Polling), "model", name)
+		}
+		for name, e := range g.sensors {
+			m.gauge("edged_source_up", "", b2f(e.up), "source", name)
+			m.gauge("edged_sensor_samples", "Samples kept for matching.", float64(e.ring.Len()), "source", name)
+		}
+	}
+	for _, e := range sinks {
+		sl := []string{"sink", e.cfg.Name}
+		switch s := e.sink.(type) {
+		case interface{ Stats() stream.SocketStats }:
+			st := s.Stats()
+			m.gauge("edged_stream_clients", "Connected socket clients.", float64(st.Clients), sl...)
+			m.counter("edged_sink_records_sent_total", "Records written by each sink (all clients).", float64(st.Sent), sl...)
+			m.counter("edged_sink_records_dropped_total", "Records dropped by each sink (slow clients, full queues).", float64(st.Dropped), sl...)
+			m.counter("edged_stream_disconnects_total", "Socket clients that went away.", float64(st.Disconnects), "sink", e.cfg.Name, "reason", "any")
+			m.counter("edged_stream_disconnects_total", "", float64(st.SlowDisconnects), "sink", e.cfg.Name, "reason", "slow")
+			m.counter("edged_stream_rejected_total", "Connections refused (max clients, peer credentials).", float64(st.Rejected), sl...)
+		case interface{ Stats() stream.SerialStats }:
+			st := s.Stats()
+			m.gauge("edged_serial_up", "1 while the serial port is open.", b2f(st.Up), sl...)
+			m.counter("edged_sink_records_sent_total", "", float64(st.Sent), sl...)
+			m.counter("edged_sink_records_dropped_total", "", float64(st.Dropped), sl...)
+			m.counter("edged_serial_reconnects_total", "Serial port reopens.", float64(st.Reconnects), sl...)
+			m.counter("edged_serial_write_stalls_total", "Writes that stalled past the deadline.", float64(st.Stalls), sl...)
+		}
+	}
+}
