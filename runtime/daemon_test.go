@@ -243,3 +243,5 @@ func count(s []string, v string) int {
 	}
 	return n
 }
+
+func newORTForTest() (trt.Backend, error) { return onnx.New(onnx.Options{}) }

@@ -47,6 +47,7 @@ type pipeline struct {
 	inIdx     int
 	c, h, w   int
 	pre       *preprocess.Preprocessor
+	tr        preprocess.Transform // of the frame being processed
 	post      []*postprocess.Processor
 	postOut   []int // engine output index per processor
 	rec       stream.Record
@@ -295,7 +296,8 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		f.Slot.Release()
 		return
 	}
-	tr, err := p.pre.Run(f.Data(), f.Format, in, p.c, p.h, p.w)
+	var err error
+	p.tr, err = p.pre.Run(f.Data(), f.Format, in, p.c, p.h, p.w)
 	frameSeq, tCapture := f.Seq, f.TCapture
 	f.Slot.Release()
 	if err != nil || in == nil {
@@ -319,7 +321,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	r := &p.rec
 	outs := eng.Outputs()
 	for i, proc := range p.post {
-		proc.Run(outs[p.postOut[i]].Float32(), tr, &r.Outputs[i])
+		proc.Run(outs[p.postOut[i]].Float32(), &p.tr, &r.Outputs[i])
 	}
 	if gen != p.lastGen {
 		p.lastGen, p.lastSHA = gen, gen.SHAPrefix()

@@ -1,0 +1,183 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+)
+
+// nopEngine has the demo model's tensors and computes nothing, so a
+// benchmark through it measures the pipeline's own per-frame work.
+type nopEngine struct{ in, out []*trt.Tensor }
+
+func newNopEngine(tb testing.TB) *nopEngine {
+	alloc := umem.NewHost()
+	mk := func(name string, shape ...int64) *trt.Tensor {
+		spec := trt.TensorSpec{Name: name, Type: trt.Float32, Shape: shape}
+		b, err := alloc.Alloc(int(spec.Bytes()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return &trt.Tensor{TensorSpec: spec, Buf: b}
+	}
+	return &nopEngine{in: []*trt.Tensor{mk("image", 1, 3, 64, 64)}, out: []*trt.Tensor{mk("class", 1, 8), mk("centroid", 1, 2)}}
+}
+
+func (e *nopEngine) Backend() string                 { return "nop" }
+func (e *nopEngine) Inputs() []*trt.Tensor           { return e.in }
+func (e *nopEngine) Outputs() []*trt.Tensor          { return e.out }
+func (e *nopEngine) Infer(ctx context.Context) error { return nil }
+func (e *nopEngine) Close() error                    { return nil }
+
+// benchPipeline builds the default pipeline around eng, with a real socket
+// sink that one client drains, and a pool holding one synthetic frame.
+func benchPipeline(tb testing.TB, eng trt.Engine) (*pipeline, *umem.Pool, sensors.Frame, func()) {
+	cfg, err := Parse("", configs.Default)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	sock, err := stream.NewSocket(stream.SocketOptions{Name: "bench", Path: filepath.Join(dir, "b.sock"), NoActivation: true, QueueLen: 16})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go sock.Run(ctx)
+	conn, err := net.Dial("unix", filepath.Join(dir, "b.sock"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go io.Copy(io.Discard, conn)
+	for sock.Stats().Clients == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	d := &daemon{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	p := &pipeline{d: d, cfg: &cfg.Pipelines[0], scfg: &cfg.Sources[0], log: d.log, hot: &trt.Hot{}, sinks: []Sink{sock}}
+	if err := p.bind(eng); err != nil {
+		tb.Fatal(err)
+	}
+	p.hot.Install(eng, "demo", [32]byte{1})
+	p.state.Store(int32(stateRunning))
+	p.published.Store(true)
+	pool, err := umem.NewPool(umem.NewHost(), 2, 640*480*2)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src, err := synthetic.New(synthetic.Options{Width: 640, Height: 480, Pixel: sensors.YUYV, Seed: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := src.Start(ctx, poolAdapter{pool}); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := src.Next(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src.Close()
+	// Keep the drawn frame's slot: each iteration retains it once and the
+	// pipeline releases it, as it would a fresh capture.
+	return p, pool, f, func() {
+		f.Slot.Release()
+		conn.Close()
+		cancel()
+		sock.Close()
+		p.hot.Close()
+		pool.Close()
+	}
+}
+
+func runFrames(tb testing.TB, p *pipeline, f sensors.Frame, n int, lat []int64) []int64 {
+	ctx := context.Background()
+	slot := f.Slot.(*umem.Slot)
+	for i := 0; i < n; i++ {
+		slot.Retain()
+		f.Seq = uint64(i)
+		f.TCapture = monoNow()
+		t0 := monoNow()
+		p.process(ctx, f)
+		if lat != nil {
+			lat = append(lat, monoNow()-t0)
+		}
+	}
+	return lat
+}
+
+// TestSteadyStateFrameAllocatesNothing: a frame through preprocessing, the
+// engine, post-processing and the socket sink allocates nothing on the Go
+// heap once running (with the real ONNX Runtime engine when available).
+func TestSteadyStateFrameAllocatesNothing(t *testing.T) {
+	var eng trt.Engine = newNopEngine(t)
+	if b, err := ortBackendOrNil(); err == nil {
+		data, _ := BuiltinModel("demo")
+		e, err := b.Load(context.Background(), data, trt.LoadOptions{Name: "demo", Alloc: umem.NewHost(), Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng = e
+	}
+	p, _, f, done := benchPipeline(t, eng)
+	defer done()
+	runFrames(t, p, f, 500, nil) // warm up: tables, buffers, the client queue (16) filled
+	allocs := testing.AllocsPerRun(200, func() { runFrames(t, p, f, 1, nil) })
+	if allocs != 0 {
+		t.Fatalf("%v heap allocations per frame with engine %s", allocs, eng.Backend())
+	}
+	t.Logf("0 allocations per frame with the %s engine", eng.Backend())
+}
+
+// BenchmarkFrameOverhead is the pipeline's own cost per 640x480 YUYV frame
+// (preprocessing to 64x64, post-processing, NDJSON encoding and fan-out to
+// one socket client), with an engine that computes nothing.
+func BenchmarkFrameOverhead(b *testing.B) {
+	p, _, f, done := benchPipeline(b, newNopEngine(b))
+	defer done()
+	runFrames(b, p, f, 100, nil)
+	lat := make([]int64, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	lat = runFrames(b, p, f, b.N, lat)
+	b.StopTimer()
+	reportQuantiles(b, lat)
+}
+
+// BenchmarkBaselineFrameCopy copies one 640x480 YUYV frame: the cost a
+// pipeline that copies each frame once would pay before doing any work.
+func BenchmarkBaselineFrameCopy(b *testing.B) {
+	src := make([]byte, 640*480*2)
+	dst := make([]byte, len(src))
+	lat := make([]int64, 0, b.N)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(src)))
+	for i := 0; i < b.N; i++ {
+		t0 := monoNow()
+		copy(dst, src)
+		lat = append(lat, monoNow()-t0)
+	}
+	reportQuantiles(b, lat)
+}
+
+func reportQuantiles(b *testing.B, lat []int64) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+}
+
+func ortBackendOrNil() (trt.Backend, error) {
+	return newORTForTest()
+}
