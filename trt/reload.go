@@ -110,8 +110,8 @@ type target struct {
 // quiet for Debounce and its stat stayed the same across Settle; it is read
 // once, and the same bytes are hashed and loaded. Content identical to the
 // serving engine's is skipped; content that was rejected is quarantined
-// until the file changes (except for memory and backend failures, retried
-// at each rescan).
+// until the file changes or disappears and comes back (memory and backend
+// failures are not quarantined: they are retried at each rescan).
 type Reloader struct {
 	opts     ReloaderOptions
 	model    string
@@ -544,7 +544,7 @@ func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32
 		}
 		return
 	}
-	if t.quarantined && t.bad == sha && kind != kindManual {
+	if t.quarantined && t.bad == sha && kind != kindManual && !wasMissing {
 		r.count(func(s *ReloadStats) { s.Quarantined++ })
 		return
 	}
