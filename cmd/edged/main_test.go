@@ -43,6 +43,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// edged returns a command running the built binary, through
+// $EDGED_EXEC_WRAPPER when set (qemu for arm64 test runs; it keeps the PID).
+func edged(args ...string) *exec.Cmd {
+	if w := os.Getenv("EDGED_EXEC_WRAPPER"); w != "" {
+		return exec.Command(w, append([]string{binary}, args...)...)
+	}
+	return exec.Command(binary, args...)
+}
+
 // needORT skips (or, with EDGED_REQUIRE_ORT=1, fails) when ONNX Runtime
 // cannot be found, and returns the library path for the child's
 // environment.
@@ -177,7 +186,7 @@ func testConfig(t *testing.T, dir string, edits ...string) (cfgPath, sock string
 
 func start(t *testing.T, lib, cfgPath, sock string, env ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(binary, "run", "-config", cfgPath)
+	cmd := edged("run", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
 	cmd.Env = append(cmd.Env, env...)
 	d := &daemon{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), sock: sock, cfg: cfgPath}
@@ -337,7 +346,7 @@ func TestBadConfigExit78(t *testing.T) {
 		line := 1 + strings.Count(string(text[:strings.Index(string(text), c.to)]), "\n")
 		want := fmt.Sprintf("%s:%d:1: %s", cfg, line, c.want)
 		for _, sub := range []string{"run", "check"} {
-			cmd := exec.Command(binary, sub, "-config", cfg)
+			cmd := edged(sub, "-config", cfg)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
@@ -427,7 +436,7 @@ func TestSocketActivation(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=local exec "$0" run -config "$1"`, binary, cfg)
+	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=local exec $EDGED_EXEC_WRAPPER "$0" run -config "$1"`, binary, cfg)
 	cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
 	cmd.ExtraFiles = []*os.File{f}
 	var stderr syncBuffer
@@ -481,7 +490,7 @@ func TestSocketActivation(t *testing.T) {
 func TestCommands(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "v3.onnx")
-	if b, err := exec.Command(binary, "demo-model", "-o", out, "-variant", "3").CombinedOutput(); err != nil {
+	if b, err := edged("demo-model", "-o", out, "-variant", "3").CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
 	got, _ := os.ReadFile(out)
@@ -489,23 +498,23 @@ func TestCommands(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Error("demo-model -variant 3 wrote other bytes than demomodel.Variant(3)")
 	}
-	printed, err := exec.Command(binary, "config", "print").Output()
+	printed, err := edged("config", "print").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := edruntime.Parse("printed", printed); err != nil {
 		t.Errorf("config print output does not load: %v\n%s", err, printed)
 	}
-	v, err := exec.Command(binary, "version").Output()
+	v, err := edged("version").Output()
 	if err != nil || !strings.HasPrefix(string(v), "edged ") {
 		t.Errorf("version: %q %v", v, err)
 	}
-	cmd := exec.Command(binary, "frobnicate")
+	cmd := edged("frobnicate")
 	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 2 {
 		t.Errorf("unknown command: %v", err)
 	}
 	// tail on a socket nobody serves fails with a hint.
-	b, _ := exec.Command(binary, "tail", "-socket", filepath.Join(dir, "none.sock")).CombinedOutput()
+	b, _ := edged("tail", "-socket", filepath.Join(dir, "none.sock")).CombinedOutput()
 	if !strings.Contains(string(b), "is edged running") {
 		t.Errorf("tail error: %s", b)
 	}
