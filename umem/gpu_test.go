@@ -452,7 +452,7 @@ func TestGPUReleaseFrees(t *testing.T) {
 
 // The per-frame path allocates nothing, through cgo too.
 func TestGPUFrameAllocsZero(t *testing.T) {
-	for _, o := range []Options{{}, {Strategy: StrategyManaged}, {Strategy: StrategyMapped}, {Strategy: StrategyManaged, Strict: true}, {Strategy: StrategyDevice}} {
+	for _, o := range []Options{{Strategy: StrategyAuto}, {Strategy: StrategyManaged}, {Strategy: StrategyMapped}, {Strategy: StrategyManaged, Strict: true}, {Strategy: StrategyDevice}} {
 		t.Run(fmt.Sprintf("%s/strict=%v", o.Strategy, o.Strict), func(t *testing.T) {
 			p := gpuPlacement(t, o)
 			const n = 640 * 480 * 2
@@ -483,6 +483,13 @@ func TestGPUFrameAllocsZero(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BlockingSync sets the primary context's flags before use and the device
+// still works.
+func TestGPUBlockingSync(t *testing.T) {
+	d := gpuDevice(t, DeviceOptions{BlockingSync: true})
+	checkSum(t, d, testModule(t, d), 4<<20)
 }
 
 func TestGPUWorkerContext(t *testing.T) {

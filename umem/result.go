@@ -44,20 +44,22 @@ const (
 
 type resultInfo struct{ name, text string }
 
-// resultTable holds every CUresult of cuda.h 13.0 with a short text. It is
-// checked against the driver's cuGetErrorName by a GPU test.
+// resultTable holds every CUresult of cuda.h 13.0 with the driver's own
+// text (driver 580, CUDA 13.0). A GPU test checks it against cuGetErrorName
+// and cuGetErrorString for every code from 0 to 1000.
 var resultTable = map[Result]resultInfo{
 	0:   {"CUDA_SUCCESS", "no error"},
 	1:   {"CUDA_ERROR_INVALID_VALUE", "invalid argument"},
 	2:   {"CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
 	3:   {"CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
 	4:   {"CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
-	5:   {"CUDA_ERROR_PROFILER_DISABLED", "profiler disabled while using a separate tool"},
-	6:   {"CUDA_ERROR_PROFILER_NOT_INITIALIZED", "profiler not initialized"},
+	5:   {"CUDA_ERROR_PROFILER_DISABLED", "profiler disabled while using external profiling tool"},
+	6:   {"CUDA_ERROR_PROFILER_NOT_INITIALIZED", "profiler not initialized: call cudaProfilerInitialize()"},
 	7:   {"CUDA_ERROR_PROFILER_ALREADY_STARTED", "profiler already started"},
 	8:   {"CUDA_ERROR_PROFILER_ALREADY_STOPPED", "profiler already stopped"},
-	34:  {"CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library (the toolkit's libcuda.so, not the NVIDIA driver's)"},
-	46:  {"CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device is busy or unavailable"},
+	34:  {"CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+	36:  {"CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", "API call requires a newer CUDA driver"},
+	46:  {"CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"},
 	100: {"CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
 	101: {"CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
 	102: {"CUDA_ERROR_DEVICE_NOT_LICENSED", "device doesn't have valid Grid license"},
@@ -81,11 +83,11 @@ var resultTable = map[Result]resultInfo{
 	219: {"CUDA_ERROR_INVALID_GRAPHICS_CONTEXT", "invalid OpenGL or DirectX context"},
 	220: {"CUDA_ERROR_NVLINK_UNCORRECTABLE", "uncorrectable NVLink error detected during the execution"},
 	221: {"CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "PTX JIT compiler library not found"},
-	222: {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain"},
+	222: {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
 	223: {"CUDA_ERROR_JIT_COMPILATION_DISABLED", "PTX JIT compilation was disabled"},
 	224: {"CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY", "the provided execution affinity is not supported"},
 	225: {"CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC", "the provided PTX contains unsupported call to cudaDeviceSynchronize"},
-	226: {"CUDA_ERROR_CONTAINED", "an exception occurred on the device that is now contained by the GPU's error containment capability"},
+	226: {"CUDA_ERROR_CONTAINED", "Invalid access of peer GPU memory over nvlink or a hardware error"},
 	300: {"CUDA_ERROR_INVALID_SOURCE", "device kernel image is invalid"},
 	301: {"CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
 	302: {"CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND", "shared object symbol not found"},
@@ -93,7 +95,7 @@ var resultTable = map[Result]resultInfo{
 	304: {"CUDA_ERROR_OPERATING_SYSTEM", "OS call failed or operation not supported on this OS"},
 	400: {"CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	401: {"CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
-	402: {"CUDA_ERROR_LOSSY_QUERY", "attempted introspection would yield a lossy result"},
+	402: {"CUDA_ERROR_LOSSY_QUERY", "attempted introspection would be semantically lossy"},
 	500: {"CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	600: {"CUDA_ERROR_NOT_READY", "device not ready"},
 	700: {"CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -127,8 +129,8 @@ var resultTable = map[Result]resultInfo{
 	808: {"CUDA_ERROR_MPS_MAX_CLIENTS_REACHED", "the hardware resources required to create MPS client have been exhausted"},
 	809: {"CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED", "the hardware resources required to support device connections have been exhausted"},
 	810: {"CUDA_ERROR_MPS_CLIENT_TERMINATED", "the MPS client has been terminated by the server"},
-	811: {"CUDA_ERROR_CDP_NOT_SUPPORTED", "module is using CUDA Dynamic Parallelism, but the current configuration does not support it"},
-	812: {"CUDA_ERROR_CDP_VERSION_MISMATCH", "CUDA Dynamic Parallelism version mismatch between module and driver"},
+	811: {"CUDA_ERROR_CDP_NOT_SUPPORTED", "is using CUDA Dynamic Parallelism, but the current configuration, like MPS, does not support it"},
+	812: {"CUDA_ERROR_CDP_VERSION_MISMATCH", "unsupported interaction between different versions of CUDA Dynamic Parallelism"},
 	900: {"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
 	901: {"CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
 	902: {"CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences"},
@@ -140,7 +142,7 @@ var resultTable = map[Result]resultInfo{
 	908: {"CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
 	909: {"CUDA_ERROR_TIMEOUT", "wait operation timed out"},
 	910: {"CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"},
-	911: {"CUDA_ERROR_EXTERNAL_DEVICE", "an async error has occurred in an external entity outside of CUDA"},
+	911: {"CUDA_ERROR_EXTERNAL_DEVICE", "an async error has occured in external entity outside of CUDA"},
 	912: {"CUDA_ERROR_INVALID_CLUSTER_SIZE", "a kernel launch error has occurred due to cluster misconfiguration"},
 	913: {"CUDA_ERROR_FUNCTION_NOT_LOADED", "the function handle is not loaded when calling an API that requires a loaded function"},
 	914: {"CUDA_ERROR_INVALID_RESOURCE_TYPE", "one or more resources passed in are not valid resource types for the operation"},
