@@ -4,6 +4,7 @@ package tensorrt
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +36,9 @@ var (
 )
 
 // fakeLibrary builds the fake libnvinfer once per test binary against the
-// same TensorRT 10.3 headers as the shim, or skips.
+// same TensorRT 10.3 headers as the shim, with $CXX (else g++) and the cgo
+// flags in the environment (so a cross-built test gets an arm64 fake), or
+// skips. $EDGED_FAKE_NVINFER names a prebuilt one instead.
 func fakeLibrary(t testing.TB) string {
 	t.Helper()
 	if v := HeaderVersion(); v.Major != 10 || v.Minor != 3 {
@@ -46,7 +49,15 @@ func fakeLibrary(t testing.TB) string {
 			fakePath = p
 			return
 		}
+		cxxflags := strings.Fields(os.Getenv("CGO_CXXFLAGS"))
 		inc := os.Getenv("TENSORRT_INCLUDE")
+		for i, f := range cxxflags {
+			if inc == "" && (f == "-isystem" || f == "-I") && i+1 < len(cxxflags) {
+				if _, err := os.Stat(filepath.Join(cxxflags[i+1], "NvInferRuntime.h")); err == nil {
+					inc = cxxflags[i+1]
+				}
+			}
+		}
 		if inc == "" {
 			inc = filepath.Join("..", "..", "third_party", "TensorRT-10.3.0", "include")
 		}
@@ -54,16 +65,28 @@ func fakeLibrary(t testing.TB) string {
 			fakeErr = fmt.Sprintf("no TensorRT 10.3 headers in %s (set TENSORRT_INCLUDE): %v", inc, err)
 			return
 		}
+		cxx := os.Getenv("CXX")
+		if cxx == "" {
+			cxx = "g++"
+		}
 		dir, err := os.MkdirTemp("", "edged-fakenvinfer")
 		if err != nil {
 			fakeErr = err.Error()
 			return
 		}
 		fakePath = filepath.Join(dir, "libnvinfer.so.10")
-		cmd := exec.Command("g++", "-std=c++17", "-shared", "-fPIC", "-O1", "-o", fakePath,
-			"-Icudastub", "-isystem", inc, filepath.Join("testdata", "fakenvinfer", "fake.cc"))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fakeErr = fmt.Sprintf("building the fake libnvinfer: %v\n%s", err, out)
+		args := append([]string{"-std=c++17", "-shared", "-fPIC", "-O1", "-o", fakePath}, cxxflags...)
+		args = append(args, "-Icudastub", "-isystem", inc, filepath.Join("testdata", "fakenvinfer", "fake.cc"))
+		args = append(args, strings.Fields(os.Getenv("CGO_LDFLAGS"))...)
+		if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
+			fakeErr = fmt.Sprintf("building the fake libnvinfer with %s: %v\n%s", cxx, err, out)
+			return
+		}
+		if f, err := elf.Open(fakePath); err == nil {
+			if m, ok := elfMachine[runtime.GOARCH]; ok && f.Machine != m {
+				fakeErr = fmt.Sprintf("%s builds for %v, this test runs on %s", cxx, f.Machine, runtime.GOARCH)
+			}
+			f.Close()
 		}
 	})
 	if fakeErr != "" {
