@@ -43,6 +43,10 @@ func cmdDemoModel(_ context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	// Write next to the target and rename, so a daemon watching the folder
 	// never sees a partial file.
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		fmt.Fprintf(stderr, "edged demo-model: %v\n", err)
+		return exitFailure
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".tmp*")
 	if err != nil {
 		fmt.Fprintf(stderr, "edged demo-model: %v\n", err)
