@@ -1,0 +1,703 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.bug.st/serial"
+)
+
+// Serial errors.
+var (
+	// ErrStalled means one write took far longer than the baud rate needs
+	// (peer not reading, flow control held, wedged adapter).
+	ErrStalled = errors.New("stream: serial write stalled")
+)
+
+// Serial defaults.
+const (
+	DefaultBaud          = 115200
+	DefaultSerialQueue   = 64
+	DefaultMaxFrameBytes = 4096
+	DefaultStallFactor   = 4
+	DefaultStallSlack    = 500 * time.Millisecond
+	DefaultBackoffMin    = 100 * time.Millisecond
+	DefaultBackoffMax    = 5 * time.Second
+)
+
+// SerialOptions configures a Serial sink. Zero values mean the defaults.
+type SerialOptions struct {
+	// Name is the sink's name, used in messages.
+	Name string
+	// Device is the port's path. Use a stable name (/dev/serial/by-id/…
+	// or a udev symlink): the sink reopens it by this path after an unplug.
+	Device string
+	// Baud (default 115200), DataBits (5–8, default 8), Parity ("none"
+	// (default), "odd", "even", "mark", "space") and StopBits (1 or 2,
+	// default 1).
+	Baud     int
+	DataBits int
+	Parity   string
+	StopBits int
+	// Format is "cobs-cbor" (default: COBS(CBOR ‖ CRC-32C) ‖ 0x00) or
+	// "ndjson" (one JSON line per record, for bring-up with a terminal).
+	Format string
+	// QueueLen is the number of records waiting for the port (default 64);
+	// when full the oldest is dropped (a seq gap for the receiver).
+	QueueLen int
+	// MaxFrameBytes bounds one frame on the wire (default 4096). Larger
+	// results are summarised (raw tensor data dropped, then outputs and
+	// sensors), never cut mid-frame.
+	MaxFrameBytes int
+	// DTR and RTS, if set, are driven after each open. Ports without modem
+	// lines (ptys, some adapters) answer ENOTTY, which is ignored.
+	DTR, RTS *bool
+	// A write of n bytes that takes longer than
+	// StallFactor × n / (bytes per second at Baud) + StallSlack marks the
+	// link stalled (defaults 4 and 500ms).
+	StallFactor float64
+	StallSlack  time.Duration
+	// Reopen backoff, doubled per failed attempt with ±25% jitter
+	// (defaults 100ms and 5s).
+	BackoffMin, BackoffMax time.Duration
+	// FlushTimeout bounds how long Close keeps writing queued frames
+	// (default 2s).
+	FlushTimeout time.Duration
+	// OnEvent, if set, is told when the port opens, fails to open, is lost
+	// or stalls (for logs). It is called from the sink's goroutine and must
+	// not block or call back into the sink.
+	OnEvent func(SerialEvent)
+}
+
+// SerialEventKind says what happened to the port.
+type SerialEventKind uint8
+
+// Serial event kinds.
+const (
+	SerialOpened SerialEventKind = iota + 1
+	SerialOpenFailed
+	SerialLost    // a write failed (unplugged, hang-up)
+	SerialStalled // a write took too long; the port was closed and is reopened
+)
+
+func (k SerialEventKind) String() string {
+	switch k {
+	case SerialOpened:
+		return "opened"
+	case SerialOpenFailed:
+		return "open_failed"
+	case SerialLost:
+		return "lost"
+	case SerialStalled:
+		return "stalled"
+	}
+	return "unknown"
+}
+
+// SerialEvent reports a change of the port's state.
+type SerialEvent struct {
+	Kind   SerialEventKind
+	Device string
+	Err    error
+	// Retry is the delay before the next open attempt (OpenFailed, Lost,
+	// Stalled).
+	Retry time.Duration
+}
+
+// SerialStats are a serial sink's counters since it was created.
+type SerialStats struct {
+	Up          bool   // the port is open
+	Published   uint64 // records given to Publish
+	Sent        uint64 // frames written completely
+	BytesSent   uint64
+	Dropped     uint64 // records dropped from the queue (full) or too large
+	Summarised  uint64 // records shrunk to fit MaxFrameBytes
+	Oversize    uint64 // records that could not be made to fit (dropped)
+	Reconnects  uint64 // successful opens after the first
+	OpenErrors  uint64
+	WriteErrors uint64
+	Stalls      uint64
+	Queued      int  // frames waiting now
+	Abandoned   bool // a stalled writer is still blocked in the kernel
+}
+
+// sframe is one encoded frame waiting for the port.
+type sframe struct{ b []byte }
+
+// Serial is a sink that writes records to a serial port. Publish encodes
+// into a bounded queue; one writer goroutine drains it to the port.
+type Serial struct {
+	opts  SerialOptions
+	mode  serial.Mode
+	ndj   bool    // NDJSON format
+	bps   float64 // bytes per second at the configured line settings
+	delim []byte  // sent after each open
+
+	mu      sync.Mutex // queue, free list, scratch, seq, closed
+	q       []*sframe
+	head, n int
+	free    []*sframe
+	made    int
+	scratch []byte
+	seq     uint64
+	closed  bool
+
+	wake    chan struct{} // something was queued
+	stop    chan struct{} // Close was called
+	runDone chan struct{} // the supervisor ended
+
+	closeOnce sync.Once
+	flushBy   atomic.Int64
+	up        atomic.Bool
+	abandoned atomic.Bool
+
+	published, sent, bytesSent, dropped atomic.Uint64
+	summarised, oversize                atomic.Uint64
+	reconnects, openErrors, writeErrors atomic.Uint64
+	stalls                              atomic.Uint64
+
+	open func(path string, mode *serial.Mode) (serial.Port, error)
+}
+
+// NewSerial checks the options and starts the sink's goroutine, which
+// opens the port (retrying with backoff while it is missing) and writes
+// what is published. Close it to stop.
+func NewSerial(opts SerialOptions) (*Serial, error) {
+	s, err := newSerial(opts)
+	if err != nil {
+		return nil, err
+	}
+	go s.supervise()
+	return s, nil
+}
+
+func newSerial(opts SerialOptions) (*Serial, error) {
+	name := opts.Name
+	if name == "" {
+		name = opts.Device
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("stream: serial sink %q: "+format, append([]any{name}, a...)...)
+	}
+	if opts.Device == "" {
+		return nil, bad("no device (set device, preferably a /dev/serial/by-id/ path)")
+	}
+	if opts.Baud == 0 {
+		opts.Baud = DefaultBaud
+	}
+	if opts.Baud < 0 {
+		return nil, bad("baud %d must be positive", opts.Baud)
+	}
+	if opts.DataBits == 0 {
+		opts.DataBits = 8
+	}
+	if opts.DataBits < 5 || opts.DataBits > 8 {
+		return nil, bad("data_bits %d (use 5, 6, 7 or 8)", opts.DataBits)
+	}
+	mode := serial.Mode{BaudRate: opts.Baud, DataBits: opts.DataBits}
+	parityBits := 1
+	switch opts.Parity {
+	case "", "none":
+		mode.Parity, parityBits = serial.NoParity, 0
+	case "odd":
+		mode.Parity = serial.OddParity
+	case "even":
+		mode.Parity = serial.EvenParity
+	case "mark":
+		mode.Parity = serial.MarkParity
+	case "space":
+		mode.Parity = serial.SpaceParity
+	default:
+		return nil, bad("parity %q (use none, odd, even, mark or space)", opts.Parity)
+	}
+	switch opts.StopBits {
+	case 0, 1:
+		opts.StopBits, mode.StopBits = 1, serial.OneStopBit
+	case 2:
+		mode.StopBits = serial.TwoStopBits
+	default:
+		return nil, bad("stop_bits %d (use 1 or 2)", opts.StopBits)
+	}
+	s := &Serial{opts: opts, mode: mode, wake: make(chan struct{}, 1), stop: make(chan struct{}), runDone: make(chan struct{}), open: serial.Open}
+	switch opts.Format {
+	case "", "cobs-cbor":
+		s.delim = []byte{0}
+	case "ndjson":
+		s.ndj, s.delim = true, []byte{'\n'}
+	default:
+		return nil, bad("format %q (use \"cobs-cbor\" or \"ndjson\")", opts.Format)
+	}
+	if s.opts.QueueLen <= 0 {
+		s.opts.QueueLen = DefaultSerialQueue
+	}
+	if s.opts.MaxFrameBytes <= 0 {
+		s.opts.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if s.opts.MaxFrameBytes < 256 {
+		return nil, bad("max_frame_bytes %d is too small for a status record (at least 256)", s.opts.MaxFrameBytes)
+	}
+	if s.opts.StallFactor <= 0 {
+		s.opts.StallFactor = DefaultStallFactor
+	}
+	if s.opts.StallSlack <= 0 {
+		s.opts.StallSlack = DefaultStallSlack
+	}
+	if s.opts.BackoffMin <= 0 {
+		s.opts.BackoffMin = DefaultBackoffMin
+	}
+	if s.opts.BackoffMax < s.opts.BackoffMin {
+		s.opts.BackoffMax = max(DefaultBackoffMax, s.opts.BackoffMin)
+	}
+	if s.opts.FlushTimeout <= 0 {
+		s.opts.FlushTimeout = DefaultFlushTimeout
+	}
+	bits := 1 + opts.DataBits + parityBits + opts.StopBits
+	s.bps = float64(opts.Baud) / float64(bits)
+	s.q = make([]*sframe, s.opts.QueueLen)
+	return s, nil
+}
+
+// Publish encodes r into the queue, dropping the oldest queued frame when
+// full. It never waits for the port, keeps no reference to r and
+// allocates nothing in steady state.
+func (s *Serial) Publish(r *Record) {
+	if r == nil || r.Kind < KindResult || r.Kind > KindError {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.published.Add(1)
+	s.seq++
+	limit := s.opts.MaxFrameBytes
+	fitted := false
+	level := levelFull
+	for ; level < levelCount; level++ {
+		if r.Kind != KindResult && level > levelFull {
+			break
+		}
+		if s.ndj {
+			s.scratch = append(s.scratch[:0], jsonHead(r.Kind)...)
+			s.scratch = strconv.AppendUint(s.scratch, s.seq, 10)
+			s.scratch = appendJSONBody(s.scratch, r, level)
+			fitted = len(s.scratch) <= limit
+		} else {
+			s.scratch = appendCBORHeadPart(s.scratch[:0], r, level)
+			s.scratch = appendCBORHead(s.scratch, cborUint, s.seq)
+			s.scratch = appendCBORBody(s.scratch, r, level)
+			fitted = cobsMaxLen(len(s.scratch)+4)+1 <= limit
+		}
+		if fitted {
+			break
+		}
+	}
+	if !fitted {
+		s.oversize.Add(1)
+		s.dropped.Add(1)
+		return
+	}
+	if level > levelFull {
+		s.summarised.Add(1)
+	}
+	f := s.takeFrame()
+	if s.ndj {
+		f.b = append(f.b[:0], s.scratch...)
+	} else {
+		f.b = appendSerialFrame(f.b[:0], s.scratch)
+	}
+	s.q[(s.head+s.n)%len(s.q)] = f
+	s.n++
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeFrame returns a frame buffer for the next record: the oldest queued
+// one when the queue is full (dropping it), else a free one, else a new one.
+// At most QueueLen+2 exist: the queue, the writer's and an abandoned
+// writer's. s.mu is held.
+func (s *Serial) takeFrame() *sframe {
+	if s.n == len(s.q) {
+		f := s.q[s.head]
+		s.q[s.head] = nil
+		s.head = (s.head + 1) % len(s.q)
+		s.n--
+		s.dropped.Add(1)
+		return f
+	}
+	if n := len(s.free); n > 0 {
+		f := s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+		return f
+	}
+	s.made++
+	return &sframe{b: make([]byte, 0, 256)}
+}
+
+func (s *Serial) popFrame() *sframe {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		return nil
+	}
+	f := s.q[s.head]
+	s.q[s.head] = nil
+	s.head = (s.head + 1) % len(s.q)
+	s.n--
+	return f
+}
+
+func (s *Serial) putFrame(f *sframe) {
+	s.mu.Lock()
+	s.free = append(s.free, f)
+	s.mu.Unlock()
+}
+
+func (s *Serial) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// Stats returns the sink's counters.
+func (s *Serial) Stats() SerialStats {
+	return SerialStats{
+		Up: s.up.Load(), Published: s.published.Load(), Sent: s.sent.Load(), BytesSent: s.bytesSent.Load(),
+		Dropped: s.dropped.Load(), Summarised: s.summarised.Load(), Oversize: s.oversize.Load(),
+		Reconnects: s.reconnects.Load(), OpenErrors: s.openErrors.Load(), WriteErrors: s.writeErrors.Load(),
+		Stalls: s.stalls.Load(), Queued: s.queued(), Abandoned: s.abandoned.Load(),
+	}
+}
+
+// Run waits until ctx is done, then closes the sink (flushing what is
+// queued, within FlushTimeout) and returns nil.
+func (s *Serial) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-s.runDone:
+	}
+	return s.Close()
+}
+
+// Close stops accepting records, writes what is queued if the port is up
+// (within FlushTimeout), closes the port and waits for the sink's
+// goroutine. A writer abandoned in a stalled write(2) is the one goroutine
+// it cannot wait for: it holds one frame and exits when the kernel
+// returns. Close is idempotent.
+func (s *Serial) Close() error {
+	s.closeOnce.Do(func() {
+		s.flushBy.Store(time.Now().Add(s.opts.FlushTimeout).UnixNano())
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+	})
+	<-s.runDone
+	return nil
+}
+
+func (s *Serial) event(ev SerialEvent) {
+	ev.Device = s.opts.Device
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(ev)
+	}
+}
+
+// backoff is the delay before open attempt n (0-based), with ±25% jitter.
+func (s *Serial) backoff(n int) time.Duration {
+	d := s.opts.BackoffMin
+	for i := 0; i < n && d < s.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.opts.BackoffMax)
+	j := time.Duration(rand.Int64N(int64(d)/2+1)) - d/4
+	return d + j
+}
+
+// sleep waits d or until Close; false means Close.
+func (s *Serial) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stop:
+		return false
+	}
+}
+
+// supervise owns the port: open, write until it fails or stalls, reopen.
+func (s *Serial) supervise() {
+	defer close(s.runDone)
+	var abandoned <-chan struct{} // a stalled writer still blocked in write(2)
+	failures, opened := 0, false
+	for {
+		if abandoned != nil {
+			// Never open the port again while a write on the old one may
+			// still complete: at most one writer is ever abandoned.
+			select {
+			case <-abandoned:
+				abandoned = nil
+				s.abandoned.Store(false)
+			case <-s.stop:
+				return
+			}
+		}
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		p, err := s.openPort()
+		if err != nil {
+			s.openErrors.Add(1)
+			d := s.backoff(failures)
+			failures++
+			s.event(SerialEvent{Kind: SerialOpenFailed, Err: err, Retry: d})
+			if !s.sleep(d) {
+				return
+			}
+			continue
+		}
+		if opened {
+			s.reconnects.Add(1)
+		}
+		opened = true
+		s.up.Store(true)
+		s.event(SerialEvent{Kind: SerialOpened})
+		stuck, err, stopped := s.serve(p)
+		s.up.Store(false)
+		if stopped && err == nil {
+			return
+		}
+		kind := SerialLost
+		if stuck != nil {
+			abandoned = stuck
+			s.abandoned.Store(true)
+			s.stalls.Add(1)
+			kind = SerialStalled
+		} else {
+			s.writeErrors.Add(1)
+		}
+		if stopped {
+			s.event(SerialEvent{Kind: kind, Err: err})
+			return
+		}
+		// A port that opened and then failed is retried from the
+		// shortest delay, but not in a tight loop.
+		failures = 1
+		d := s.backoff(0)
+		s.event(SerialEvent{Kind: kind, Err: err, Retry: d})
+		if !s.sleep(d) {
+			return
+		}
+	}
+}
+
+func (s *Serial) openPort() (serial.Port, error) {
+	mode := s.mode
+	p, err := s.open(s.opts.Device, &mode)
+	if err != nil {
+		return nil, fmt.Errorf("stream: serial sink %q: opening %s: %w", s.opts.Name, s.opts.Device, err)
+	}
+	lines := []struct {
+		want *bool
+		set  func(bool) error
+		name string
+	}{{s.opts.DTR, p.SetDTR, "DTR"}, {s.opts.RTS, p.SetRTS, "RTS"}}
+	for _, l := range lines {
+		if l.want == nil {
+			continue
+		}
+		if err := l.set(*l.want); err != nil && !errors.Is(err, syscall.ENOTTY) && !errors.Is(err, syscall.EINVAL) {
+			p.Close()
+			return nil, fmt.Errorf("stream: serial sink %q: setting %s on %s: %w", s.opts.Name, l.name, s.opts.Device, err)
+		}
+	}
+	return p, nil
+}
+
+// Writer states: the stall timer and the writer race to leave "writing".
+const (
+	wIdle int32 = iota
+	wWriting
+	wStalled
+)
+
+// serve runs a writer on p until a write fails (err), a write stalls
+// (stuck: closed when the abandoned writer finally returns) or Close
+// (stopped). p is closed when it returns.
+func (s *Serial) serve(p serial.Port) (stuck <-chan struct{}, err error, stopped bool) {
+	w := &serialWriter{s: s, p: p, errc: make(chan error, 1), stalled: make(chan struct{}, 1),
+		done: make(chan struct{}), quit: make(chan struct{})}
+	w.timer = time.AfterFunc(time.Hour, w.onStall)
+	w.timer.Stop()
+	go w.loop()
+
+	select {
+	case err = <-w.errc:
+		<-w.done
+		p.Close()
+		return nil, err, false
+	case <-w.stalled:
+		p.Close() // does not interrupt the write; the writer is abandoned
+		return w.done, ErrStalled, false
+	case <-s.stop:
+	}
+	// Closing: let the writer drain the queue, bounded by the flush deadline.
+	close(w.quit)
+	t := time.NewTimer(time.Until(time.Unix(0, s.flushBy.Load())))
+	defer t.Stop()
+	select {
+	case <-w.done:
+		p.Close()
+		select {
+		case err = <-w.errc:
+		default:
+		}
+		return nil, err, true
+	case <-w.stalled:
+		p.Close()
+		return w.done, ErrStalled, true
+	case <-t.C:
+		if w.state.CompareAndSwap(wWriting, wStalled) || w.state.CompareAndSwap(wIdle, wStalled) {
+			p.Close()
+			return w.done, fmt.Errorf("%w: flush deadline passed", ErrStalled), true
+		}
+		<-w.done // it finished just now
+		p.Close()
+		return nil, nil, true
+	}
+}
+
+type serialWriter struct {
+	s       *Serial
+	p       serial.Port
+	state   atomic.Int32
+	timer   *time.Timer
+	errc    chan error
+	stalled chan struct{}
+	done    chan struct{}
+	quit    chan struct{} // drain the queue, then exit
+}
+
+func (w *serialWriter) onStall() {
+	if w.state.CompareAndSwap(wWriting, wStalled) {
+		w.stalled <- struct{}{}
+	}
+}
+
+func (w *serialWriter) loop() {
+	defer close(w.done)
+	s := w.s
+	if err := w.write(s.delim); err != nil {
+		w.fail(err)
+		return
+	}
+	for {
+		f := s.popFrame()
+		if f == nil {
+			select {
+			case <-s.wake:
+				continue
+			case <-w.quit:
+				if s.queued() > 0 {
+					continue
+				}
+				return
+			}
+		}
+		n := len(f.b)
+		err := w.write(f.b)
+		s.putFrame(f) // Publish may reuse it from here on
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		s.sent.Add(1)
+		s.bytesSent.Add(uint64(n))
+	}
+}
+
+var errAbandoned = errors.New("abandoned")
+
+// write writes b completely, under the stall timer.
+func (w *serialWriter) write(b []byte) error {
+	if !w.state.CompareAndSwap(wIdle, wWriting) {
+		return errAbandoned
+	}
+	limit := time.Duration(w.s.opts.StallFactor*float64(len(b))/w.s.bps*float64(time.Second)) + w.s.opts.StallSlack
+	w.timer.Reset(limit)
+	var err error
+	for len(b) > 0 {
+		var n int
+		n, err = w.p.Write(b)
+		b = b[n:]
+		if err != nil && !errors.Is(err, syscall.EINTR) && !errors.Is(err, syscall.EAGAIN) {
+			break
+		}
+		err = nil
+	}
+	w.timer.Stop()
+	if !w.state.CompareAndSwap(wWriting, wIdle) {
+		return errAbandoned // the port was closed under us; write nothing more
+	}
+	if err != nil {
+		return fmt.Errorf("stream: serial sink %q: writing to %s: %w", w.s.opts.Name, w.s.opts.Device, err)
+	}
+	return nil
+}
+
+func (w *serialWriter) fail(err error) {
+	if errors.Is(err, errAbandoned) {
+		return
+	}
+	w.errc <- err
+}
+
+// OpenSerialReader opens a serial port for reading a sink's output (edged
+// tail -serial): 8N1 at baud, raw. Read blocks until data arrives and
+// returns io.EOF once the port is closed or hung up; Close wakes it.
+func OpenSerialReader(device string, baud int) (io.ReadCloser, error) {
+	if baud <= 0 {
+		baud = DefaultBaud
+	}
+	p, err := serial.Open(device, &serial.Mode{BaudRate: baud, DataBits: 8})
+	if err != nil {
+		return nil, fmt.Errorf("stream: opening %s: %w (check the path, and that this user may open it, e.g. is in group dialout)", device, err)
+	}
+	return serialReader{p}, nil
+}
+
+type serialReader struct{ p serial.Port }
+
+func (r serialReader) Read(b []byte) (int, error) {
+	for {
+		n, err := r.p.Read(b)
+		if err != nil {
+			var pe *serial.PortError
+			if errors.As(err, &pe) && pe.Code() == serial.PortClosed {
+				return n, io.EOF
+			}
+			return n, err
+		}
+		if n > 0 || len(b) == 0 {
+			return n, nil
+		}
+		// (0, nil) is the library's read timeout; none is set, but be safe.
+	}
+}
+
+func (r serialReader) Close() error { return r.p.Close() }

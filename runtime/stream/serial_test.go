@@ -1,0 +1,585 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// newPty returns a pty master and its slave's path; the sink opens the
+// port by path, as it would a UART. The test keeps its own slave fd open so
+// the master does not read EIO while the sink has the port closed (between
+// reopens, after Close); closing the master still hangs up the sink's fd.
+func newPty(t *testing.T) (*os.File, string) {
+	t.Helper()
+	m, sl, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	t.Cleanup(func() {
+		sl.Close()
+		m.Close()
+	})
+	return m, sl.Name()
+}
+
+func newSerialSink(t *testing.T, opts SerialOptions) (*Serial, chan SerialEvent) {
+	t.Helper()
+	ev := make(chan SerialEvent, 1024)
+	if opts.OnEvent == nil {
+		opts.OnEvent = func(e SerialEvent) {
+			select {
+			case ev <- e:
+			default:
+			}
+		}
+	}
+	if opts.BackoffMin == 0 {
+		opts.BackoffMin, opts.BackoffMax = 20*time.Millisecond, 200*time.Millisecond
+	}
+	s, err := NewSerial(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ev
+}
+
+func waitSerialEvent(t *testing.T, ev chan SerialEvent, k SerialEventKind) SerialEvent {
+	t.Helper()
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case e := <-ev:
+			if e.Kind == k {
+				return e
+			}
+		case <-timer.C:
+			t.Fatalf("no %v serial event within %v", k, waitTimeout)
+		}
+	}
+}
+
+// frameReader decodes serial frames from r on a goroutine and hands them
+// over one by one.
+type frameReader struct {
+	msgs chan Message
+	errc chan error
+	dec  *Decoder
+}
+
+func readFrames(r io.Reader, framing Framing) *frameReader {
+	fr := &frameReader{msgs: make(chan Message, 1<<16), errc: make(chan error, 1), dec: NewDecoder(r, DecoderOptions{Framing: framing})}
+	go func() {
+		for {
+			var m Message
+			if err := fr.dec.Next(&m); err != nil {
+				fr.errc <- err
+				return
+			}
+			m.Raw = nil
+			fr.msgs <- m
+		}
+	}()
+	return fr
+}
+
+func (fr *frameReader) next(t *testing.T) Message {
+	t.Helper()
+	select {
+	case m := <-fr.msgs:
+		return m
+	case err := <-fr.errc:
+		t.Fatalf("serial reader: %v", err)
+	case <-time.After(waitTimeout):
+		t.Fatalf("no frame within %v", waitTimeout)
+	}
+	return Message{}
+}
+
+// 10,000 results at 921600 baud over a pty decode with no loss, in order.
+func TestSerial10000Results(t *testing.T) {
+	master, path := newPty(t)
+	on := true
+	s, ev := newSerialSink(t, SerialOptions{Device: path, Baud: 921600, QueueLen: 256, DTR: &on, RTS: &on})
+	waitSerialEvent(t, ev, SerialOpened)
+	fr := readFrames(master, FramingSerial)
+	const n = 10000
+	received := 0
+	check := func(m Message) {
+		received++
+		if m.Rec.Seq != uint64(received) || m.Rec.FrameSeq != uint64(received) || m.Missed != 0 {
+			t.Fatalf("record %d: seq %d frame %d missed %d", received, m.Rec.Seq, m.Rec.FrameSeq, m.Missed)
+		}
+		if len(m.Rec.Outputs["top"].Top) != 1 || m.Rec.Outputs["top"].Top[0].Index != received%3 {
+			t.Fatalf("record %d: outputs %+v", received, m.Rec.Outputs)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		for i-received > 128 { // a pipeline slower than the link: never fill the queue
+			check(fr.next(t))
+		}
+		s.Publish(result("front", uint64(i)))
+	}
+	for received < n {
+		check(fr.next(t))
+	}
+	st := s.Stats()
+	if st.Sent != n || st.Dropped != 0 || st.Published != n || !st.Up {
+		t.Fatalf("sink stats %+v", st)
+	}
+}
+
+// faultReader damages a byte stream: bit flips and dropped bytes at given
+// offsets, and delivers it in small random pieces.
+type faultReader struct {
+	data []byte
+	pos  int
+	rng  *rand.Rand
+}
+
+func (f *faultReader) Read(p []byte) (int, error) {
+	if f.pos >= len(f.data) {
+		return 0, io.EOF
+	}
+	n := min(1+f.rng.IntN(7), len(p), len(f.data)-f.pos)
+	copy(p, f.data[f.pos:f.pos+n])
+	f.pos += n
+	return n, nil
+}
+
+// Bit flips, dropped bytes and dropped delimiters are caught by the CRC (or
+// COBS) and the decoder resynchronises at the next 0x00: every undamaged
+// frame is decoded, no damaged one is, and the losses show as seq gaps.
+func TestSerialFaultsResync(t *testing.T) {
+	const n = 400
+	var stream []byte
+	var bounds [][2]int // each frame's [start, end) in stream, delimiter included
+	recs := make([]*Record, n+1)
+	var scratch []byte
+	stream = append(stream, 0)
+	for i := 1; i <= n; i++ {
+		r := result("p", uint64(i))
+		if i%7 == 0 {
+			r = benchRecord()
+			r.FrameSeq = uint64(i)
+		}
+		recs[i] = r
+		start := len(stream)
+		stream, scratch = AppendSerialFrame(stream, scratch, r, uint64(i))
+		bounds = append(bounds, [2]int{start, len(stream)})
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	damaged := map[int]bool{} // frame index (seq-1)
+	var out []byte
+	drop := map[int]bool{}
+	flip := map[int]byte{}
+	for f := 0; f < n; f++ {
+		b := bounds[f]
+		switch rng.IntN(8) {
+		case 0: // flip one bit inside the frame, never creating a 0x00
+			for {
+				at := b[0] + rng.IntN(b[1]-b[0]-1)
+				bit := byte(1) << rng.IntN(8)
+				if stream[at]^bit != 0 {
+					flip[at] = bit
+					break
+				}
+			}
+			damaged[f] = true
+		case 1: // drop one byte inside the frame
+			drop[b[0]+rng.IntN(b[1]-b[0]-1)] = true
+			damaged[f] = true
+		case 2: // drop the delimiter: this frame and the next merge
+			if f+1 < n {
+				drop[b[1]-1] = true
+				damaged[f], damaged[f+1] = true, true
+			}
+		}
+	}
+	for i, c := range stream {
+		if drop[i] {
+			continue
+		}
+		out = append(out, c^flip[i])
+	}
+	dec := NewDecoder(&faultReader{data: out, rng: rand.New(rand.NewPCG(3, 4))}, DecoderOptions{Framing: FramingSerial})
+	got := map[uint64]bool{}
+	var missed uint64
+	for {
+		var m Message
+		err := dec.Next(&m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := m.Rec.Seq
+		if seq == 0 || seq > n || damaged[int(seq-1)] || got[seq] {
+			t.Fatalf("decoded seq %d, which was damaged or repeated", seq)
+		}
+		if want := wantDecoded(recs[seq], seq); !reflect.DeepEqual(m.Rec, want) {
+			t.Fatalf("seq %d decoded wrong:\n%+v\nwant\n%+v", seq, m.Rec, want)
+		}
+		got[seq] = true
+		missed += m.Missed
+	}
+	lost := 0
+	for f := 0; f < n; f++ {
+		if !damaged[f] && !got[uint64(f+1)] {
+			t.Errorf("undamaged frame %d was not decoded", f+1)
+		}
+		if damaged[f] {
+			lost++
+		}
+	}
+	st := dec.Stats()
+	if int(st.Records) != n-lost || st.CRCErrors+st.FrameErrors == 0 {
+		t.Fatalf("stats %+v: want %d records and errors counted for %d damaged frames", st, n-lost, lost)
+	}
+	// Losses at the very end are not visible as gaps; all others are.
+	lastGot := 0
+	for f := n; f > 0; f-- {
+		if got[uint64(f)] {
+			lastGot = f
+			break
+		}
+	}
+	tailLost, firstGot := n-lastGot, 0
+	for f := 1; f <= n; f++ {
+		if got[uint64(f)] {
+			firstGot = f
+			break
+		}
+	}
+	if want := uint64(lost - tailLost - (firstGot - 1)); missed != want {
+		t.Fatalf("gaps report %d missed records, want %d", missed, want)
+	}
+	t.Logf("%d frames, %d damaged, stats %+v", n, lost, st)
+}
+
+// The master closes mid-stream (USB unplug); the sink notices, retries
+// with backoff while the device is missing, and resumes on a new pty found
+// through the same stable path, starting with a delimiter.
+func TestSerialReopenAfterHangup(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "usb-edged-if00")
+	master1, pts1 := newPty(t)
+	if err := os.Symlink(pts1, link); err != nil {
+		t.Fatal(err)
+	}
+	s, ev := newSerialSink(t, SerialOptions{Device: link, Baud: 921600})
+	waitSerialEvent(t, ev, SerialOpened)
+	fr1 := readFrames(master1, FramingSerial)
+	for i := 1; i <= 50; i++ {
+		s.Publish(result("p", uint64(i)))
+		if m := fr1.next(t); m.Rec.Seq != uint64(i) {
+			t.Fatalf("before unplug: seq %d, want %d", m.Rec.Seq, i)
+		}
+	}
+	master1.Close() // unplug: the node goes away, and udev removes the by-id link
+	os.Remove(link)
+	// Keep publishing: the first write after the hang-up fails.
+	lost := waitForEvent(t, ev, SerialLost, func() { s.Publish(result("p", 0)) })
+	if lost.Err == nil {
+		t.Fatal("lost event without an error")
+	}
+	waitSerialEvent(t, ev, SerialOpenFailed) // the device is gone
+
+	master2, pts2 := newPty(t) // replug: a new node behind the stable name
+	tmp := link + ".new"
+	os.Symlink(pts2, tmp)
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+	fr2 := readFrames(master2, FramingSerial)
+	waitSerialEvent(t, ev, SerialOpened)
+	s.Publish(result("p", 1000))
+	var m Message
+	for m = fr2.next(t); m.Rec.FrameSeq != 1000; m = fr2.next(t) {
+	}
+	if st := s.Stats(); st.Reconnects != 1 || !st.Up || st.WriteErrors != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if m.Rec.Seq <= 50 {
+		t.Fatalf("seq went back to %d after the reopen", m.Rec.Seq)
+	}
+}
+
+// waitForEvent calls poke repeatedly (event-driven: between polls it waits
+// for events) until an event of kind k arrives.
+func waitForEvent(t *testing.T, ev chan SerialEvent, k SerialEventKind, poke func()) SerialEvent {
+	t.Helper()
+	deadline := time.After(waitTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case e := <-ev:
+			if e.Kind == k {
+				return e
+			}
+		case <-tick.C:
+			poke()
+		case <-deadline:
+			t.Fatalf("no %v serial event within %v", k, waitTimeout)
+		}
+	}
+}
+
+// A receiver that stops reading stalls the port. Publish keeps returning
+// at once, another sink keeps full rate, memory stays bounded, and when
+// the receiver reads again the sink resumes on a reopened port.
+func TestSerialStalledReader(t *testing.T) {
+	master, path := newPty(t)
+	s, ev := newSerialSink(t, SerialOptions{Device: path, Baud: 921600, QueueLen: 32, StallSlack: 200 * time.Millisecond})
+	waitSerialEvent(t, ev, SerialOpened)
+	sock, sev := newSocket(t, SocketOptions{QueueLen: 64})
+	client := dial(t, sock, sev, nil)
+	got := make(chan uint64, 16)
+	go func() {
+		var m Message
+		for client.Next(&m) == nil {
+			got <- m.Rec.FrameSeq
+		}
+		close(got)
+	}()
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	// Nobody reads the master: the pty buffer fills, a write blocks, the
+	// stall is detected and the writer abandoned.
+	r := benchRecord()
+	stalled := false
+	for i := uint64(1); i <= 20000; i++ {
+		r.FrameSeq = i
+		s.Publish(r)
+		sock.Publish(r)
+		select { // the socket client gets every record, at publish rate
+		case f := <-got:
+			if f != i {
+				t.Fatalf("socket client got frame %d, want %d", f, i)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("socket client starved at frame %d", i)
+		}
+		if !stalled {
+			select {
+			case e := <-ev:
+				stalled = e.Kind == SerialStalled
+			default:
+			}
+		}
+		if stalled && i >= 2000 {
+			break
+		}
+	}
+	if !stalled {
+		t.Fatal("no stall detected although nobody reads the port")
+	}
+	st := s.Stats()
+	if st.Up || st.Stalls != 1 || !st.Abandoned || st.Queued > 32 || st.Dropped == 0 {
+		t.Fatalf("stats while stalled %+v", st)
+	}
+	s.mu.Lock()
+	made := s.made
+	s.mu.Unlock()
+	if made > 32+2 {
+		t.Fatalf("%d frame buffers for a queue of 32", made)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grow := int64(after.HeapInuse) - int64(before.HeapInuse); grow > 4<<20 {
+		t.Fatalf("heap grew by %d bytes while the port was stalled", grow)
+	}
+
+	// The receiver reads again: the abandoned write completes, the port is
+	// reopened and new records arrive after a resync.
+	fr := readFrames(master, FramingSerial)
+	waitSerialEvent(t, ev, SerialOpened)
+	r.FrameSeq = 99999
+	s.Publish(r)
+	for m := fr.next(t); m.Rec.FrameSeq != 99999; m = fr.next(t) {
+	}
+	if st := s.Stats(); !st.Up || st.Reconnects != 1 || st.Abandoned {
+		t.Fatalf("stats after recovery %+v", st)
+	}
+}
+
+func TestSerialNDJSONAndFlush(t *testing.T) {
+	master, path := newPty(t)
+	s, ev := newSerialSink(t, SerialOptions{Device: path, Format: "ndjson", Baud: 921600, QueueLen: 512})
+	waitSerialEvent(t, ev, SerialOpened)
+	fr := readFrames(master, FramingNDJSON)
+	for i := 1; i <= 300; i++ {
+		s.Publish(result("p", uint64(i)))
+	}
+	s.Publish(&Record{Kind: KindStatus, Event: "source_down", Source: "cam0", Reason: "device gone"})
+	s.Close() // flushes what is queued
+	for i := 1; i <= 300; i++ {
+		if m := fr.next(t); m.Rec.Seq != uint64(i) || m.Encoding != NDJSON {
+			t.Fatalf("record %d: %+v", i, m.Rec)
+		}
+	}
+	if m := fr.next(t); m.Rec.Event != "source_down" {
+		t.Fatalf("last record %+v", m.Rec)
+	}
+	s.Publish(result("p", 1)) // after Close: nothing
+	if st := s.Stats(); st.Sent != 301 || st.Published != 301 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Raw tensors too big for a frame are summarised, never cut.
+func TestSerialSummarises(t *testing.T) {
+	master, path := newPty(t)
+	s, ev := newSerialSink(t, SerialOptions{Device: path, MaxFrameBytes: 512})
+	waitSerialEvent(t, ev, SerialOpened)
+	fr := readFrames(master, FramingSerial)
+	raw := &Record{Kind: KindResult, Pipeline: "p", FrameSeq: 1, Outputs: []Output{
+		{Name: "t", Kind: OutputRaw, Shape: []int64{1, 1000}, Data: make([]float32, 1000)}}}
+	s.Publish(raw)
+	m := fr.next(t)
+	if o := m.Rec.Outputs["t"]; !o.Truncated || len(o.Data) != 0 || !reflect.DeepEqual(o.Shape, []int64{1, 1000}) {
+		t.Fatalf("summarised output %+v", o)
+	}
+	if st := s.Stats(); st.Summarised != 1 || st.BytesSent > 512 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestSerialOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opts SerialOptions
+		want string
+	}{
+		{SerialOptions{}, "no device"},
+		{SerialOptions{Device: "/dev/x", Parity: "sometimes"}, "parity"},
+		{SerialOptions{Device: "/dev/x", StopBits: 3}, "stop_bits"},
+		{SerialOptions{Device: "/dev/x", DataBits: 9}, "data_bits"},
+		{SerialOptions{Device: "/dev/x", Format: "xml"}, "format"},
+		{SerialOptions{Device: "/dev/x", MaxFrameBytes: 10}, "max_frame_bytes"},
+	} {
+		if _, err := NewSerial(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error about %s", tc.opts, err, tc.want)
+		}
+	}
+	s, err := newSerial(SerialOptions{Device: "/dev/x", Baud: 9600, Parity: "even", StopBits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.bps != 9600.0/12 {
+		t.Fatalf("bytes per second %v for 8E2 at 9600", s.bps)
+	}
+}
+
+// A missing device is retried with growing, capped delays; Close ends it.
+func TestSerialMissingDevice(t *testing.T) {
+	s, ev := newSerialSink(t, SerialOptions{Device: filepath.Join(t.TempDir(), "nope"), BackoffMin: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond})
+	var retries []time.Duration
+	for len(retries) < 5 {
+		e := waitSerialEvent(t, ev, SerialOpenFailed)
+		if !errors.Is(e.Err, os.ErrNotExist) || !strings.Contains(e.Err.Error(), "nope") {
+			t.Fatalf("open error %v", e.Err)
+		}
+		retries = append(retries, e.Retry)
+	}
+	for i, d := range retries {
+		if d < 7*time.Millisecond || d > 50*time.Millisecond {
+			t.Fatalf("retry %d after %v, outside the 10ms..40ms (±25%%) range: %v", i, d, retries)
+		}
+	}
+	if retries[4] < 30*time.Millisecond {
+		t.Fatalf("backoff did not grow to the cap: %v", retries)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Up || st.OpenErrors < 5 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Publish on the serial sink allocates nothing in steady state.
+func TestSerialPublishAllocs(t *testing.T) {
+	master, path := newPty(t)
+	s, ev := newSerialSink(t, SerialOptions{Device: path, Baud: 921600})
+	waitSerialEvent(t, ev, SerialOpened)
+	go io.Copy(io.Discard, master)
+	r := benchRecord()
+	for i := 0; i < 500; i++ {
+		s.Publish(r)
+	}
+	if a := testing.AllocsPerRun(2000, func() { r.FrameSeq++; s.Publish(r) }); a != 0 {
+		t.Fatalf("serial Publish allocates %.2f times per record", a)
+	}
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	for i := 0; i < 5000; i++ {
+		r.FrameSeq++
+		s.Publish(r)
+	}
+	runtime.ReadMemStats(&b)
+	if m := b.Mallocs - a.Mallocs; m > 10 {
+		t.Fatalf("%d allocations for 5000 serial records (writer included)", m)
+	}
+}
+
+// edged tail -serial reads frames through OpenSerialReader; a hang-up ends
+// the stream with io.EOF.
+func TestOpenSerialReader(t *testing.T) {
+	m, sl, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer sl.Close()
+	r, err := OpenSerialReader(sl.Name(), 921600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out, scratch []byte
+	out = append(out, 0)
+	for i := 1; i <= 3; i++ {
+		out, scratch = AppendSerialFrame(out, scratch, result("p", uint64(i)), uint64(i))
+	}
+	if _, err := m.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	fr := readFrames(r, FramingSerial)
+	for i := 1; i <= 3; i++ {
+		if msg := fr.next(t); msg.Rec.FrameSeq != uint64(i) {
+			t.Fatalf("frame %d: %+v", i, msg.Rec)
+		}
+	}
+	m.Close()
+	select {
+	case err := <-fr.errc:
+		if err != io.EOF {
+			t.Fatalf("after hang-up: %v, want io.EOF", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("reader not ended by the hang-up")
+	}
+	if _, err := OpenSerialReader(filepath.Join(t.TempDir(), "none"), 0); err == nil || !strings.Contains(err.Error(), "none") {
+		t.Fatalf("missing port: %v", err)
+	}
+}
