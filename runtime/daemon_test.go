@@ -119,7 +119,7 @@ func syntheticOptions(sc *SourceConfig) synthetic.Options {
 	return synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS, Seed: uint64(sc.Seed), PeriodFrames: sc.Period}
 }
 
-func testFactories(t *testing.T, sink Sink, backend trt.Backend) Factories {
+func testFactories(t testing.TB, sink Sink, backend trt.Backend) Factories {
 	return Factories{
 		Allocator: func(GPUConfig) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
 		Camera: func(sc *SourceConfig, _ *Config) (sensors.Source, error) {
