@@ -4,7 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,7 +84,16 @@ func benchTransaction(b *testing.B, be trt.Backend, versions [][]byte) {
 	r, hot, path := benchReloader(b, be)
 	ctx := context.Background()
 	b.ReportAllocs()
-	i := 0
+	// Warm up (first loads grow allocator arenas), then watch RSS.
+	for j := range 20 {
+		os.WriteFile(path, versions[j%len(versions)], 0o644)
+		if err := r.Load(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	rss0 := rssKiB()
+	i := 20
 	for b.Loop() {
 		b.StopTimer()
 		if err := os.WriteFile(path, versions[i%len(versions)], 0o644); err != nil {
@@ -97,6 +109,24 @@ func benchTransaction(b *testing.B, be trt.Backend, versions [][]byte) {
 	if g := hot.Current(); g == nil || g.Number != uint64(i) {
 		b.Fatalf("%d transactions, generation %v", i, g)
 	}
+	runtime.GC()
+	b.ReportMetric(float64(rssKiB()-rss0), "rss-growth-KiB")
+	b.ReportMetric(float64(i-20), "reloads")
+}
+
+// rssKiB is the process's resident set size from /proc/self/status.
+func rssKiB() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // BenchmarkReloadTransaction measures one reload transaction (the
