@@ -404,6 +404,11 @@ func (e *Engine) Metadata() *plan.Metadata { return e.meta }
 // Built is the TensorRT version that built the engine, from its header.
 func (e *Engine) Built() plan.Version { return e.built }
 
+// Stream is the CUDA stream the engine enqueues on. GPU preprocessing that
+// writes the engine's inputs can run on it, so no extra synchronisation is
+// needed (UmemStream gives the *umem.Stream behind it).
+func (e *Engine) Stream() Stream { return e.stream }
+
 // DeviceMemory is the activation memory of the execution context in bytes
 // (weights not included), for memory budgets.
 func (e *Engine) DeviceMemory() int64 { return e.devMem }

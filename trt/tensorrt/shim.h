@@ -7,9 +7,10 @@
  *
  * CUDA context: TensorRT is a CUDA runtime API library and runs in the
  * context current on the calling thread, or the device's primary context
- * when none is. The Go side calls every function here on a locked OS thread
- * right after making the primary context current (Options.GPU.MakeCurrent),
- * so the shim itself never touches CUDA.
+ * when none is. Every function here that reaches TensorRT requires the
+ * caller's OS thread to have the primary context current: the Go side calls
+ * them only inside GPU.Do (umem.Worker, a locked thread on which umem made
+ * the primary context current), so the shim itself never touches CUDA.
  *
  * Release order is the one TensorRT requires: an engine handle deletes its
  * execution context, then its engine, then its error recorder; a runtime

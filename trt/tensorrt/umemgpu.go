@@ -29,6 +29,15 @@ func (g umemGPU) NewStream() (Stream, error) {
 	return umemStream{s}, nil
 }
 
+// UmemStream returns the umem stream behind a stream that UmemGPU created,
+// or nil for any other stream.
+func UmemStream(s Stream) *umem.Stream {
+	if us, ok := s.(umemStream); ok {
+		return us.Stream
+	}
+	return nil
+}
+
 // umemStream is a umem stream that also moves umem buffers to and from it.
 type umemStream struct{ *umem.Stream }
 

@@ -50,6 +50,9 @@ func TestUmemGPUWithFakeTensorRT(t *testing.T) {
 			}
 			defer en.Close()
 			e := en.(*Engine)
+			if us := UmemStream(e.Stream()); us == nil || us.Handle() != e.Stream().Handle() {
+				t.Errorf("UmemStream(%v) = %v", e.Stream(), us)
+			}
 			x := e.Inputs()[0].Float32()
 			if x == nil {
 				t.Fatal("input not host-accessible before inference")
@@ -86,5 +89,44 @@ func TestUmemGPUWithFakeTensorRT(t *testing.T) {
 				t.Errorf("Infer through umem allocates %v times per call", n)
 			}
 		})
+	}
+}
+
+// BenchmarkUmemFakeInfer measures what one inference costs besides
+// TensorRT's own work: GPU.Do on a umem worker, attaching and detaching two
+// managed buffers (strict mode: cuStreamAttachMemAsync each way), the shim
+// call and a real stream synchronisation. It needs a CUDA device.
+func BenchmarkUmemFakeInfer(b *testing.B) {
+	lib := fakeLibrary(b)
+	dev, err := umem.OpenDevice(umem.DeviceOptions{Strict: true})
+	if errors.Is(err, umem.ErrNoCUDA) {
+		b.Skipf("no CUDA: %v", err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dev.Close()
+	w, err := dev.NewWorker()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	bk, err := New(Options{Library: lib, GPU: UmemGPU(dev, w)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bk.Close()
+	e, err := bk.Load(context.Background(), fakePlan(10, 3, dynPlan), trt.LoadOptions{Name: "bench",
+		Alloc: dev.NewAllocator(umem.StrategyManaged, umem.MemOptions{Kind: umem.KindManaged}), Shapes: map[string][]int64{"x": {8, 4}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.Infer(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
