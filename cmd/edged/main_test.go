@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/edged-dev/edged/configs"
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -517,5 +519,50 @@ func TestCommands(t *testing.T) {
 	b, _ := edged("tail", "-socket", filepath.Join(dir, "none.sock")).CombinedOutput()
 	if !strings.Contains(string(b), "is edged running") {
 		t.Errorf("tail error: %s", b)
+	}
+}
+
+// TestSerialSinkOverPty runs the daemon with a serial sink on a pty and
+// decodes the COBS+CRC frames from the other end, as a microcontroller
+// would.
+func TestSerialSinkOverPty(t *testing.T) {
+	lib := needORT(t)
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer master.Close()
+	// Keep our slave fd open: with no slave open, reads of the master fail
+	// with EIO before the daemon has opened the port.
+	defer slave.Close()
+	slavePath := slave.Name()
+	dir := t.TempDir()
+	cfg, sock := testConfig(t, dir,
+		`sinks = ["local"]`, `sinks = ["local", "uart"]`,
+		`# Serial (UART) sink:`, "[[sink]]\nname = \"uart\"\nkind = \"serial\"\ndevice = \""+slavePath+"\"\nbaud = 921600\n# Serial (UART) sink:")
+	d := start(t, lib, cfg, sock)
+	dec := stream.NewDecoder(master, stream.DecoderOptions{Framing: stream.FramingSerial})
+	var m stream.Message
+	results := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for results < 50 {
+		if time.Now().After(deadline) {
+			t.Fatal("too few results over the pty")
+		}
+		if err := dec.Next(&m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Rec.Type == "result" {
+			results++
+			if m.Rec.Pipeline != "demo" || len(m.Rec.Outputs["class"].Top) != 1 {
+				t.Fatalf("record %+v", m.Rec)
+			}
+		}
+	}
+	if st := dec.Stats(); st.CRCErrors != 0 || st.Missed != 0 {
+		t.Errorf("decoder stats %+v", st)
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+	"time"
 
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -108,8 +110,49 @@ func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inh
 			slog.Info("socket sink listening", "path", sock.Path(), "mode", fmt.Sprintf("%04o", mode), "group", s.Group)
 		}
 		return sock, nil
+	case "serial":
+		slog := log.With("sink", s.Name, "device", s.Device)
+		var errs rateLimited
+		ser, err := stream.NewSerial(stream.SerialOptions{
+			Name: s.Name, Device: c.Resolve(s.Device), Baud: s.Baud, DataBits: s.DataBits, Parity: s.Parity, StopBits: s.StopBits,
+			Format: s.Format, QueueLen: s.Queue, MaxFrameBytes: s.MaxFrameBytes, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
+			OnEvent: func(ev stream.SerialEvent) {
+				switch ev.Kind {
+				case stream.SerialOpened:
+					slog.Info("serial port open", "event", "serial_up")
+				case stream.SerialOpenFailed:
+					if errs.allow() {
+						slog.Warn("serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+					}
+				case stream.SerialLost:
+					slog.Warn("serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+				case stream.SerialStalled:
+					slog.Warn("serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return ser, nil
 	}
 	return nil, errors.New("sink kind " + s.Kind + " is not available in this build")
+}
+
+// rateLimited allows one log line per 10 seconds for a repeating failure.
+type rateLimited struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (r *rateLimited) allow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.last) < 10*time.Second {
+		return false
+	}
+	r.last = time.Now()
+	return true
 }
 
 func u32s(v []int) []uint32 {
