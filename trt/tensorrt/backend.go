@@ -242,9 +242,9 @@ func (e *Engine) msg() string { return C.GoString(&e.errbuf[0]) }
 func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
 	cname := C.CString(opts.Name)
 	defer C.free(unsafe.Pointer(cname))
-	cplan := C.CBytes(p) // TensorRT reads it only during the call; C memory keeps cgo's pointer rules simple
-	defer C.free(cplan)
-	rc := C.edged_trt_engine_new(e.b.rt, cplan, C.size_t(len(p)), C.uintptr_t(e.stream.Handle()), cname, &e.h,
+	// TensorRT reads the plan only during the call, so the Go bytes are
+	// passed as they are (no copy: on a Jetson they share DRAM with the GPU).
+	rc := C.edged_trt_engine_new(e.b.rt, unsafe.Pointer(unsafe.SliceData(p)), C.size_t(len(p)), C.uintptr_t(e.stream.Handle()), cname, &e.h,
 		&e.errbuf[0], errBufSize)
 	switch rc {
 	case C.EDGED_TRT_OK:
