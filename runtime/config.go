@@ -52,9 +52,10 @@ type DaemonConfig struct {
 
 // GPUConfig is the [gpu] table.
 type GPUConfig struct {
-	Device int    `toml:"device"`
-	Memory string `toml:"memory"`
-	Strict bool   `toml:"strict"`
+	Device          int    `toml:"device"`
+	Memory          string `toml:"memory"`
+	Strict          bool   `toml:"strict"`
+	TensorRTLibrary string `toml:"tensorrt_library"`
 }
 
 // SourceConfig is one [[source]].

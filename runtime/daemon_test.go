@@ -128,7 +128,7 @@ func testFactories(t testing.TB, sink Sink, backend trt.Backend) Factories {
 		Sensor: func(*SourceConfig, *Config) (sensors.SampleSource, error) {
 			return nil, errors.New("no sensors in this test")
 		},
-		Backend: func(string, *Config) (trt.Backend, error) { return backend, nil },
+		Backend: func(string, *ModelConfig, *Config) (trt.Backend, error) { return backend, nil },
 		Sink: func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) {
 			return sink, nil
 		},

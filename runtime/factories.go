@@ -31,8 +31,11 @@ type Factories struct {
 	Camera func(src *SourceConfig, cfg *Config) (sensors.Source, error)
 	// Sensor builds a serial sample source (kind serial).
 	Sensor func(src *SourceConfig, cfg *Config) (sensors.SampleSource, error)
-	// Backend returns the engine backend with the given name (onnx, tensorrt).
-	Backend func(name string, cfg *Config) (trt.Backend, error)
+	// Backend returns the engine backend for a model; name is the backend
+	// ModelBackend chose (onnx, tensorrt). A backend that implements
+	// io.Closer is closed after its engines when the configuration is
+	// replaced or the daemon stops.
+	Backend func(name string, m *ModelConfig, cfg *Config) (trt.Backend, error)
 	// Sink builds a sink. inherited is the socket-activated listener for
 	// this sink, or nil.
 	Sink func(s *SinkConfig, cfg *Config, inherited net.Listener, control ControlFunc) (Sink, error)

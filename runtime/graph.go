@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sync"
@@ -255,7 +256,7 @@ func (g *graph) model(name string) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
 	}
-	be, err := g.d.opts.Factories.Backend(bn, g.cfg)
+	be, err := g.d.opts.Factories.Backend(bn, mc, g.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
 	}
@@ -431,6 +432,15 @@ func (g *graph) stop(deadline time.Time) error {
 		p.hot.Close()
 		if p.pool != nil && err == nil {
 			p.pool.Close()
+		}
+	}
+	if err == nil {
+		for _, m := range g.models {
+			if c, ok := m.backend.(io.Closer); ok {
+				if cerr := c.Close(); cerr != nil {
+					g.d.log.Warn("closing backend", "model", m.cfg.Name, "err", cerr)
+				}
+			}
 		}
 	}
 	return err

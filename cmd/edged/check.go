@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/plan"
+	"github.com/edged-dev/edged/trt/tensorrt"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -47,16 +50,21 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	warn := func(format string, a ...any) { fmt.Fprintf(stdout, "  warn  "+format+"\n", a...) }
 
 	fmt.Fprintln(stdout, "gpu:")
-	pl, err := umem.Open(umem.Options{Device: cfg.GPU.Device, Strategy: umem.Strategy(cfg.GPU.Memory), Strict: cfg.GPU.Strict})
+	w := &wiring{log: slog.New(slog.DiscardHandler)}
 	var alloc umem.Allocator = umem.NewHost()
-	if err != nil {
+	if a, _, err := w.allocator(cfg.GPU); err != nil {
 		fail(exitFailure, "memory = %q: %v", cfg.GPU.Memory, err)
 	} else {
-		alloc = pl.Alloc
-		for _, line := range splitLines(pl.Probe.String()) {
+		alloc = a
+		for _, line := range splitLines(w.place.Probe.String()) {
 			fmt.Fprintf(stdout, "        %s\n", line)
 		}
-		ok("memory strategy %s: %s", pl.Strategy, pl.Reason)
+		ok("memory strategy %s: %s", w.place.Strategy, w.place.Reason)
+	}
+	if lib, err := tensorrt.Probe(cfg.GPU.TensorRTLibrary); err == nil {
+		ok("TensorRT: %s; this edged was built against TensorRT headers %s", lib, tensorrt.HeaderVersion())
+	} else {
+		fmt.Fprintf(stdout, "        TensorRT: %v\n", err)
 	}
 
 	fmt.Fprintln(stdout, "devices:")
@@ -92,7 +100,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
 		start := time.Now()
-		sig, backend, err := checkModel(ctx, cfg, m, alloc)
+		sig, backend, err := checkModel(ctx, w, cfg, m, alloc)
 		if err != nil {
 			fail(exitConfig, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
 			continue
@@ -139,12 +147,8 @@ func checkDevice(p string) error {
 
 // checkModel loads a model with its backend and runs one warm-up
 // inference, as the daemon does before serving.
-func checkModel(ctx context.Context, cfg *edruntime.Config, m *edruntime.ModelConfig, alloc umem.Allocator) (string, string, error) {
+func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, alloc umem.Allocator) (string, string, error) {
 	name, err := edruntime.ModelBackend(m)
-	if err != nil {
-		return "", "", err
-	}
-	be, err := newBackend(name, cfg)
 	if err != nil {
 		return "", "", err
 	}
@@ -156,6 +160,26 @@ func checkModel(ctx context.Context, cfg *edruntime.Config, m *edruntime.ModelCo
 	}
 	if err != nil {
 		return "", "", err
+	}
+	if name == "tensorrt" {
+		// The engine header says which TensorRT built it; check it against
+		// this machine's library before anything else, so a mismatch is
+		// named even where this edged cannot load engines.
+		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
+		if perr == nil {
+			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
+				return "", "", err
+			}
+		} else if _, err := plan.Parse(data); err != nil {
+			return "", "", err
+		}
+	}
+	be, err := w.backend(name, m, cfg)
+	if err != nil {
+		return "", "", err
+	}
+	if c, ok := be.(io.Closer); ok {
+		defer c.Close()
 	}
 	opts := trt.LoadOptions{Name: m.Name, Alloc: alloc, Threads: max(m.Threads, 1)}
 	for _, p := range cfg.Pipelines {

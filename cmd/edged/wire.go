@@ -18,24 +18,71 @@ import (
 	"github.com/edged-dev/edged/umem"
 )
 
+// wiring holds what the concrete parts share: the memory placement (the
+// CUDA device, when there is one), opened once per daemon.
+type wiring struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	place *umem.Placement
+}
+
 // factories wires the concrete sources, engines, memory and sinks that the
 // configuration names.
 func factories(log *slog.Logger) edruntime.Factories {
+	w := &wiring{log: log}
 	return edruntime.Factories{
-		Allocator: func(g edruntime.GPUConfig) (umem.Allocator, string, error) {
-			p, err := umem.Open(umem.Options{Device: g.Device, Strategy: umem.Strategy(g.Memory), Strict: g.Strict})
-			if err != nil {
-				return nil, "", err
-			}
-			return p.Alloc, p.Reason, nil
-		},
-		Camera:  newCamera,
-		Sensor:  newSensor,
-		Backend: newBackend,
+		Allocator: w.allocator,
+		Camera:    newCamera,
+		Sensor:    newSensor,
+		Backend:   w.backend,
 		Sink: func(s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 			return newSink(log, s, c, inherited, control)
 		},
 	}
+}
+
+func (w *wiring) allocator(g edruntime.GPUConfig) (umem.Allocator, string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.place == nil {
+		p, err := umem.Open(umem.Options{Device: g.Device, Strategy: umem.Strategy(g.Memory), Strict: g.Strict})
+		if err != nil {
+			return nil, "", err
+		}
+		w.place = p
+	}
+	return w.place.Alloc, w.place.Reason, nil
+}
+
+func (w *wiring) backend(name string, m *edruntime.ModelConfig, c *edruntime.Config) (trt.Backend, error) {
+	switch name {
+	case "onnx":
+		return onnx.New(onnx.Options{Library: c.Resolve(c.Daemon.OnnxRuntimeLib)})
+	case "tensorrt":
+		w.mu.Lock()
+		place := w.place
+		w.mu.Unlock()
+		if place == nil || place.Device == nil {
+			return nil, fmt.Errorf("%w: TensorRT needs a CUDA GPU, and this daemon runs with memory strategy %q (%s)",
+				trt.ErrBackend, placeStrategy(place), placeReason(place))
+		}
+		return newTensorRT(w.log.With("model", m.Name), place, c.GPU.TensorRTLibrary, m.VersionCompatible, c.Daemon.LogLevel == "debug")
+	}
+	return nil, fmt.Errorf("%w: unknown backend %q", trt.ErrBackend, name)
+}
+
+func placeStrategy(p *umem.Placement) string {
+	if p == nil {
+		return "none"
+	}
+	return string(p.Strategy)
+}
+
+func placeReason(p *umem.Placement) string {
+	if p == nil {
+		return "not opened"
+	}
+	return p.Reason
 }
 
 func newCamera(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.Source, error) {
@@ -53,14 +100,6 @@ func newCamera(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.Source,
 
 func newSensor(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.SampleSource, error) {
 	return nil, fmt.Errorf("source kind %q is not available in this build", sc.Kind)
-}
-
-func newBackend(name string, c *edruntime.Config) (trt.Backend, error) {
-	switch name {
-	case "onnx":
-		return onnx.New(onnx.Options{Library: c.Resolve(c.Daemon.OnnxRuntimeLib)})
-	}
-	return nil, fmt.Errorf("%w: backend %q is not available in this build", trt.ErrBackend, name)
 }
 
 func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
