@@ -92,8 +92,7 @@ func (p *Preprocessor) Run(src []byte, f sensors.Format, dst []float32, c, h, w 
 	if need := f.FrameSize(); f.Pixel != sensors.MJPEG && len(src) < need {
 		return Transform{}, fmt.Errorf("preprocess: frame has %d bytes, %s needs %d", len(src), f, need)
 	}
-	fetch, err := fetcher(f)
-	if err != nil {
+	if err := validFormat(f); err != nil {
 		return Transform{}, err
 	}
 	p.plan(f.Width, f.Height, w, h)
@@ -129,27 +128,19 @@ func (p *Preprocessor) Run(src []byte, f sensors.Format, dst []float32, c, h, w 
 		}
 	}
 	stride := f.LineBytes()
-	for y := p.y0; y < p.y1; y++ {
-		ty := p.ys[y-p.y0]
-		for x := p.x0; x < p.x1; x++ {
-			tx := p.xs[x-p.x0]
-			r00, g00, b00 := fetch(src, stride, f, tx.i0, ty.i0)
-			r01, g01, b01 := fetch(src, stride, f, tx.i1, ty.i0)
-			r10, g10, b10 := fetch(src, stride, f, tx.i0, ty.i1)
-			r11, g11, b11 := fetch(src, stride, f, tx.i1, ty.i1)
-			r := lerp2(r00, r01, r10, r11, tx.w, ty.w)
-			g := lerp2(g00, g01, g10, g11, tx.w, ty.w)
-			b := lerp2(b00, b01, b10, b11, tx.w, ty.w)
-			o := y*w + x
-			if c == 1 {
-				dst[o] = (0.299*r+0.587*g+0.114*b)*p.a[0] + p.b[0]
-				continue
-			}
-			rgb := [3]float32{r, g, b}
-			dst[o] = rgb[chans[0]]*p.a[chans[0]] + p.b[chans[0]]
-			dst[plane+o] = rgb[chans[1]]*p.a[chans[1]] + p.b[chans[1]]
-			dst[2*plane+o] = rgb[chans[2]]*p.a[chans[2]] + p.b[chans[2]]
-		}
+	switch f.Pixel {
+	case sensors.RGB24:
+		sample(p, rgbAt{}, src, stride, f.Height, dst, c, w, chans)
+	case sensors.BGR24:
+		sample(p, bgrAt{}, src, stride, f.Height, dst, c, w, chans)
+	case sensors.GREY:
+		sample(p, greyAt{}, src, stride, f.Height, dst, c, w, chans)
+	case sensors.YUYV:
+		sample(p, yuyvAt{}, src, stride, f.Height, dst, c, w, chans)
+	case sensors.UYVY:
+		sample(p, uyvyAt{}, src, stride, f.Height, dst, c, w, chans)
+	case sensors.NV12:
+		sample(p, nv12At{}, src, stride, f.Height, dst, c, w, chans)
 	}
 	return p.tr, nil
 }
@@ -206,56 +197,92 @@ func taps(buf []tap, n, m int) []tap {
 	return buf
 }
 
-type fetchFunc func(src []byte, stride int, f sensors.Format, x, y int) (r, g, b float32)
-
-func fetcher(f sensors.Format) (fetchFunc, error) {
-	switch f.Pixel {
-	case sensors.RGB24:
-		return fetchRGB, nil
-	case sensors.BGR24:
-		return fetchBGR, nil
-	case sensors.GREY:
-		return fetchGrey, nil
-	case sensors.YUYV:
-		return fetchYUYV, nil
-	case sensors.UYVY:
-		return fetchUYVY, nil
-	case sensors.NV12:
-		return fetchNV12, nil
-	}
-	return nil, fmt.Errorf("%w: pixel format %s (MJPEG must be decoded by the source)", ErrUnsupported, f.Pixel)
+// pixelAt reads one source pixel as RGB in [0, 255]. Each pixel format is
+// its own type so that sample is compiled once per format with the read
+// inlined.
+type pixelAt interface {
+	at(src []byte, stride, height, x, y int) (r, g, b float32)
 }
 
-func fetchRGB(src []byte, stride int, _ sensors.Format, x, y int) (float32, float32, float32) {
+func validFormat(f sensors.Format) error {
+	switch f.Pixel {
+	case sensors.RGB24, sensors.BGR24, sensors.GREY, sensors.YUYV, sensors.UYVY, sensors.NV12:
+		return nil
+	}
+	return fmt.Errorf("%w: pixel format %s (MJPEG must be decoded by the source)", ErrUnsupported, f.Pixel)
+}
+
+// sample fills the image area of dst with bilinear samples of src.
+func sample[P pixelAt](p *Preprocessor, px P, src []byte, stride, height int, dst []float32, c, w int, chans [3]int) {
+	plane := len(dst) / c
+	a, b := p.a, p.b
+	for y := p.y0; y < p.y1; y++ {
+		ty := p.ys[y-p.y0]
+		row := y * w
+		for x := p.x0; x < p.x1; x++ {
+			tx := p.xs[x-p.x0]
+			r00, g00, b00 := px.at(src, stride, height, tx.i0, ty.i0)
+			r01, g01, b01 := px.at(src, stride, height, tx.i1, ty.i0)
+			r10, g10, b10 := px.at(src, stride, height, tx.i0, ty.i1)
+			r11, g11, b11 := px.at(src, stride, height, tx.i1, ty.i1)
+			r := lerp2(r00, r01, r10, r11, tx.w, ty.w)
+			g := lerp2(g00, g01, g10, g11, tx.w, ty.w)
+			bl := lerp2(b00, b01, b10, b11, tx.w, ty.w)
+			o := row + x
+			if c == 1 {
+				dst[o] = (0.299*r+0.587*g+0.114*bl)*a[0] + b[0]
+				continue
+			}
+			rgb := [3]float32{r, g, bl}
+			k0, k1, k2 := chans[0], chans[1], chans[2]
+			dst[o] = rgb[k0]*a[k0] + b[k0]
+			dst[plane+o] = rgb[k1]*a[k1] + b[k1]
+			dst[2*plane+o] = rgb[k2]*a[k2] + b[k2]
+		}
+	}
+}
+
+type rgbAt struct{}
+
+func (rgbAt) at(src []byte, stride, _, x, y int) (float32, float32, float32) {
 	o := y*stride + 3*x
 	return float32(src[o]), float32(src[o+1]), float32(src[o+2])
 }
 
-func fetchBGR(src []byte, stride int, _ sensors.Format, x, y int) (float32, float32, float32) {
+type bgrAt struct{}
+
+func (bgrAt) at(src []byte, stride, _, x, y int) (float32, float32, float32) {
 	o := y*stride + 3*x
 	return float32(src[o+2]), float32(src[o+1]), float32(src[o])
 }
 
-func fetchGrey(src []byte, stride int, _ sensors.Format, x, y int) (float32, float32, float32) {
+type greyAt struct{}
+
+func (greyAt) at(src []byte, stride, _, x, y int) (float32, float32, float32) {
 	v := float32(src[y*stride+x])
 	return v, v, v
 }
 
-func fetchYUYV(src []byte, stride int, _ sensors.Format, x, y int) (float32, float32, float32) {
+type yuyvAt struct{}
+
+func (yuyvAt) at(src []byte, stride, _, x, y int) (float32, float32, float32) {
 	o := y*stride + 4*(x>>1)
 	return yuv(src[o+2*(x&1)], src[o+1], src[o+3])
 }
 
-func fetchUYVY(src []byte, stride int, _ sensors.Format, x, y int) (float32, float32, float32) {
+type uyvyAt struct{}
+
+func (uyvyAt) at(src []byte, stride, _, x, y int) (float32, float32, float32) {
 	o := y*stride + 4*(x>>1)
 	return yuv(src[o+1+2*(x&1)], src[o], src[o+2])
 }
 
-func fetchNV12(src []byte, stride int, f sensors.Format, x, y int) (float32, float32, float32) {
-	uv := stride*f.Height + (y>>1)*stride + 2*(x>>1)
+type nv12At struct{}
+
+func (nv12At) at(src []byte, stride, height, x, y int) (float32, float32, float32) {
+	uv := stride*height + (y>>1)*stride + 2*(x>>1)
 	return yuv(src[y*stride+x], src[uv], src[uv+1])
 }
-
 // yuv converts BT.601 limited-range YCbCr to RGB in [0, 255].
 func yuv(y, u, v byte) (float32, float32, float32) {
 	c := 1.164383 * (float32(y) - 16)
