@@ -283,6 +283,7 @@ func (nv12At) at(src []byte, stride, height, x, y int) (float32, float32, float3
 	uv := stride*height + (y>>1)*stride + 2*(x>>1)
 	return yuv(src[y*stride+x], src[uv], src[uv+1])
 }
+
 // yuv converts BT.601 limited-range YCbCr to RGB in [0, 255].
 func yuv(y, u, v byte) (float32, float32, float32) {
 	c := 1.164383 * (float32(y) - 16)
