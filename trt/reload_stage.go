@@ -88,7 +88,7 @@ func (s *stager) stage(ctx context.Context, model []byte, opts LoadOptions, want
 	}
 	if !want.empty() {
 		if err := got.checkStaged(want); err != nil {
-			return e, nil, err
+			return e, nil, fmt.Errorf("%w (pipelines are built for their engine's tensors: export the model with the same inputs and outputs, or restart edged to rebuild the pipeline for the new ones)", err)
 		}
 	}
 	if err := warmup(ctx, e, want, s.warmup); err != nil {
@@ -158,7 +158,7 @@ func warmup(ctx context.Context, e Engine, want Signature, timeout time.Duration
 	}
 	for _, t := range e.Outputs() {
 		if i, v, ok := firstNonFinite(t); !ok {
-			return fmt.Errorf("%w: output %s element %d is %v on the warm-up input", ErrWarmup, t.TensorSpec, i, v)
+			return fmt.Errorf("%w: output %s element %d is %v on the warm-up input (the model is broken or was exported wrongly; check it with the tool that built it)", ErrWarmup, t.TensorSpec, i, v)
 		}
 	}
 	return nil
