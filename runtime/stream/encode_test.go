@@ -32,7 +32,7 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 	switch r.Kind {
 	case KindResult:
 		d.Pipeline, d.FrameSeq, d.TCapture = str(r.Pipeline), r.FrameSeq, r.TCaptureNs
-		d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: r.Engine.SHA256}
+		d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: str(r.Engine.SHA256)}
 		d.LatencyUs = &DecodedLatency{Pre: r.Latency.Pre, Infer: r.Latency.Infer, Post: r.Latency.Post, Total: r.Latency.Total}
 		d.Outputs = map[string]DecodedOutput{}
 		for _, o := range r.Outputs {
@@ -49,19 +49,27 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 				}
 			case OutputDetections:
 				for _, x := range o.Detections {
-					do.Detections = append(do.Detections, DecodedDetection{Box: x.Box, Class: x.Class, Label: str(x.Label), Score: num(x.Score)})
+					box := x.Box
+					for i := range box {
+						box[i] = num(box[i])
+					}
+					do.Detections = append(do.Detections, DecodedDetection{Box: box, Class: x.Class, Label: str(x.Label), Score: num(x.Score)})
 				}
 			}
 			d.Outputs[str(o.Name)] = do
 		}
 		for _, s := range r.Sensors {
-			ds := DecodedSample{Sensor: s.Sensor, Seq: s.Seq, TNs: s.TMono, Kind: s.Kind, Values: map[string]float64{}}
+			ds := DecodedSample{Sensor: str(s.Sensor), Seq: s.Seq, TNs: s.TMono, Kind: str(s.Kind), Values: map[string]float64{}}
 			for i := 0; i < s.N; i++ {
 				k := strconv.Itoa(i)
 				if i < len(s.Names) {
-					k = s.Names[i]
+					k = str(s.Names[i])
 				}
-				ds.Values[k] = s.Values[i]
+				if v := s.Values[i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
+					ds.Values[k] = v
+				} else {
+					ds.Values[k] = 0
+				}
 			}
 			d.Sensors = append(d.Sensors, ds)
 		}
