@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -29,30 +30,27 @@ var (
 // cobsMaxLen is the largest stuffed size of n input bytes.
 func cobsMaxLen(n int) int { return n + n/254 + 1 }
 
-// appendCOBS appends the COBS encoding of src (no delimiter) to dst.
+// appendCOBS appends the COBS encoding of src (no delimiter) to dst. Runs
+// of non-zero bytes are found with bytes.IndexByte and copied whole.
 func appendCOBS(dst, src []byte) []byte {
-	codeAt := len(dst)
-	dst = append(dst, 0) // placeholder for the first code byte
-	code := byte(1)
-	for _, c := range src {
-		if c == 0 {
-			dst[codeAt] = code
-			codeAt = len(dst)
-			dst = append(dst, 0)
-			code = 1
-			continue
+	for {
+		run := src
+		z := bytes.IndexByte(src, 0)
+		if z >= 0 {
+			run = src[:z]
 		}
-		dst = append(dst, c)
-		code++
-		if code == 0xff {
-			dst[codeAt] = code
-			codeAt = len(dst)
-			dst = append(dst, 0)
-			code = 1
+		for len(run) >= 0xfe { // a full block: code 0xff, 254 bytes, no implied zero
+			dst = append(dst, 0xff)
+			dst = append(dst, run[:0xfe]...)
+			run = run[0xfe:]
 		}
+		dst = append(dst, byte(len(run)+1))
+		dst = append(dst, run...)
+		if z < 0 {
+			return dst
+		}
+		src = src[z+1:]
 	}
-	dst[codeAt] = code
-	return dst
 }
 
 // decodeCOBS decodes src (one frame without its delimiter) in place and
