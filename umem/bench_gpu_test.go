@@ -88,6 +88,7 @@ func BenchmarkGPUStrategyMatrix(b *testing.B) {
 	type result struct{ p50, p99, write, rest time.Duration }
 	results := map[string][]result{}
 	var autoReason, machine string
+	frames := 0
 	for _, sz := range sizes {
 		b.Run(sz.name, func(b *testing.B) {
 			n := sz.w * sz.h * 2
@@ -147,13 +148,14 @@ func BenchmarkGPUStrategyMatrix(b *testing.B) {
 				b.ReportMetric(float64(rs[i].p50.Microseconds()), benchVariants[i].name+"-p50-µs")
 			}
 			results[sz.name] = rs
+			frames = b.N
 		})
 	}
 	if len(results) < len(sizes) {
 		return // a filtered or skipped run: no table
 	}
 	var t strings.Builder
-	fmt.Fprintf(&t, "\nStrategy matrix, %s, %s, %d frames per strategy and size.\n", machine, time.Now().UTC().Format("2006-01-02"), b.N)
+	fmt.Fprintf(&t, "\nStrategy matrix, %s, %s, %d frames per strategy and size.\n", machine, time.Now().UTC().Format("2006-01-02"), frames)
 	fmt.Fprintf(&t, "Per frame: p50 / p99 of the whole frame, then (CPU write p50 + p50 of the rest: hand-over, kernel, hand-back), in µs.\n\n")
 	fmt.Fprintf(&t, "| frame |")
 	for _, v := range benchVariants {
