@@ -112,6 +112,17 @@ func (e *encoded) encode(r *Record, needJSON, needCBOR bool, limit int) (level i
 	return level, false
 }
 
+// wireSize is an upper bound of e's size on the wire in enc.
+func (e *encoded) wireSize(enc Encoding) int {
+	if enc == CBOR {
+		return 4 + len(e.cborHead) + 9 + len(e.cborBody)
+	}
+	return len(jsonHeadResult) + 20 + len(e.json)
+}
+
+// capBytes is the buffer capacity e holds.
+func (e *encoded) capBytes() int { return cap(e.json) + cap(e.cborHead) + cap(e.cborBody) }
+
 // appendWire appends e as it goes to one client: the spliced record in enc,
 // with the 4-byte length prefix for CBOR.
 func (e *encoded) appendWire(dst []byte, enc Encoding, seq uint64) []byte {

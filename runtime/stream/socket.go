@@ -35,6 +35,7 @@ const (
 	DefaultSocketMode     os.FileMode = 0o660
 	DefaultMaxClients                 = 64
 	DefaultClientQueue                = 256
+	DefaultClientQueueBytes           = 8 << 20
 	DefaultWriteTimeout               = 5 * time.Second
 	DefaultFlushTimeout               = 2 * time.Second
 	DefaultMaxRecordBytes             = 1 << 20
@@ -42,6 +43,11 @@ const (
 
 // batchBytes is how much a client writer gathers into one write.
 const batchBytes = 64 << 10
+
+// maxPoolBytes bounds the buffer capacity kept in the pool of encoded
+// records for reuse; beyond it records are left to the garbage collector
+// (only pipelines with very large records, e.g. raw tensors, reach it).
+const maxPoolBytes = 16 << 20
 
 // maxBadRequests closes a client after this many refused request lines.
 const maxBadRequests = 8
@@ -72,9 +78,13 @@ type SocketOptions struct {
 	// MaxClients bounds connected clients (default 64); more get an error
 	// record and are closed.
 	MaxClients int
-	// QueueLen is each client's queue in records (default 256); when full
+	// QueueLen is each client's queue in records (default 256) and
+	// QueueBytes in encoded bytes (default 8 MiB); when either is exceeded
 	// the oldest record is dropped, which the client sees as a seq gap.
-	QueueLen int
+	// Records are shared between client queues, so the sink's memory for
+	// queued records stays near QueueBytes however many clients lag.
+	QueueLen   int
+	QueueBytes int
 	// WriteTimeout disconnects a client that accepts no data for this long
 	// (default 5s).
 	WriteTimeout time.Duration
@@ -179,8 +189,9 @@ type Socket struct {
 	closed  bool
 	nextID  uint64
 
-	poolMu sync.Mutex
-	free   []*encoded
+	poolMu    sync.Mutex
+	free      []*encoded
+	poolBytes int // capacity held by free
 
 	flushBy atomic.Int64 // unix ns deadline of the closing flush; 0 while open
 
@@ -210,6 +221,9 @@ func NewSocket(opts SocketOptions) (*Socket, error) {
 	}
 	if opts.QueueLen <= 0 {
 		opts.QueueLen = DefaultClientQueue
+	}
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = DefaultClientQueueBytes
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
@@ -504,16 +518,19 @@ func (s *Socket) get() *encoded {
 		e := s.free[n-1]
 		s.free[n-1] = nil
 		s.free = s.free[:n-1]
+		s.poolBytes -= e.capBytes()
 		return e
 	}
 	return new(encoded)
 }
 
 func (s *Socket) put(e *encoded) {
+	c := e.capBytes()
 	s.poolMu.Lock()
 	defer s.poolMu.Unlock()
-	if len(s.free) < s.opts.QueueLen+16 {
+	if len(s.free) < s.opts.QueueLen+16 && s.poolBytes+c <= maxPoolBytes {
 		s.free = append(s.free, e)
+		s.poolBytes += c
 	}
 }
 
@@ -526,9 +543,10 @@ func (s *Socket) release(e *encoded) {
 
 // entry is one queued record for one client.
 type entry struct {
-	e   *encoded
-	seq uint64
-	enc Encoding
+	e    *encoded
+	seq  uint64
+	enc  Encoding
+	size int // bytes it will take on the wire
 }
 
 type client struct {
@@ -544,6 +562,7 @@ type client struct {
 	mu      sync.Mutex // the queue and its state
 	q       []entry
 	head, n int
+	qbytes  int
 	seq     uint64
 	closing bool // write what is queued, then disconnect
 	dead    bool // gone: push releases at once
@@ -562,7 +581,7 @@ func (c *client) wants(r *Record) bool {
 }
 
 // push queues e (whose refs already count this client), dropping the
-// oldest entry when full.
+// oldest entries while the queue is over its length or byte bound.
 func (c *client) push(e *encoded, enc Encoding) {
 	c.mu.Lock()
 	if c.dead {
@@ -572,21 +591,32 @@ func (c *client) push(e *encoded, enc Encoding) {
 	}
 	c.seq++
 	if c.n == len(c.q) {
-		old := c.q[c.head]
-		c.q[c.head] = entry{}
-		c.head = (c.head + 1) % len(c.q)
-		c.n--
-		c.s.release(old.e)
-		c.dropped.Add(1)
-		c.s.dropped.Add(1)
+		c.dropOldest()
 	}
-	c.q[(c.head+c.n)%len(c.q)] = entry{e: e, seq: c.seq, enc: enc}
+	size := e.wireSize(enc)
+	for c.n > 0 && c.qbytes+size > c.s.opts.QueueBytes {
+		c.dropOldest()
+	}
+	c.q[(c.head+c.n)%len(c.q)] = entry{e: e, seq: c.seq, enc: enc, size: size}
 	c.n++
+	c.qbytes += size
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// dropOldest drops the oldest queued entry; c.mu is held.
+func (c *client) dropOldest() {
+	old := c.q[c.head]
+	c.q[c.head] = entry{}
+	c.head = (c.head + 1) % len(c.q)
+	c.n--
+	c.qbytes -= old.size
+	c.s.release(old.e)
+	c.dropped.Add(1)
+	c.s.dropped.Add(1)
 }
 
 // skip consumes a seq number for a record the client will never get.
@@ -618,6 +648,7 @@ func (c *client) pop() (entry, bool) {
 	c.q[c.head] = entry{}
 	c.head = (c.head + 1) % len(c.q)
 	c.n--
+	c.qbytes -= ent.size
 	return ent, true
 }
 
@@ -723,6 +754,7 @@ func (c *client) finish() {
 		c.q[c.head] = entry{}
 		c.head = (c.head + 1) % len(c.q)
 		c.n--
+		c.qbytes -= ent.size
 		s.release(ent.e)
 	}
 	c.mu.Unlock()

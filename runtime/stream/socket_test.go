@@ -932,3 +932,36 @@ func TestSocketRunCancel(t *testing.T) {
 		t.Fatal("socket file left after Run returned")
 	}
 }
+
+// Large records for a client that does not read: memory stays near the
+// per-client byte budget, not QueueLen × record size.
+func TestSocketQueueBytesBound(t *testing.T) {
+	s, ev := newSocket(t, SocketOptions{QueueLen: 256, QueueBytes: 1 << 20, WriteTimeout: waitTimeout})
+	stuck, err := net.Dial("unix", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	ev.wait(t, ClientConnected)
+	big := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "t", Kind: OutputRaw, Shape: []int64{12000}, Data: make([]float32, 12000)}}}
+	for i := range big.Outputs[0].Data {
+		big.Outputs[0].Data[i] = float32(i) / 7
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const n = 400 // ~100 KB each: 40 MB in total
+	for i := 1; i <= n; i++ {
+		big.FrameSeq = uint64(i)
+		s.Publish(big)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grow := int64(after.HeapInuse) - int64(before.HeapInuse); grow > 8<<20 {
+		t.Fatalf("heap grew by %d MB for a 1 MB client budget", grow>>20)
+	}
+	cl := s.Clients()
+	if len(cl) != 1 || cl[0].Queued > 11 || cl[0].Dropped == 0 {
+		t.Fatalf("client %+v: want at most ~10 records of 100 KB queued and drops counted", cl)
+	}
+}
