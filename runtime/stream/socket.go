@@ -32,13 +32,13 @@ var (
 
 // Socket defaults.
 const (
-	DefaultSocketMode     os.FileMode = 0o660
-	DefaultMaxClients                 = 64
-	DefaultClientQueue                = 256
-	DefaultClientQueueBytes           = 8 << 20
-	DefaultWriteTimeout               = 5 * time.Second
-	DefaultFlushTimeout               = 2 * time.Second
-	DefaultMaxRecordBytes             = 1 << 20
+	DefaultSocketMode       os.FileMode = 0o660
+	DefaultMaxClients                   = 64
+	DefaultClientQueue                  = 256
+	DefaultClientQueueBytes             = 8 << 20
+	DefaultWriteTimeout                 = 5 * time.Second
+	DefaultFlushTimeout                 = 2 * time.Second
+	DefaultMaxRecordBytes               = 1 << 20
 )
 
 // batchBytes is how much a client writer gathers into one write.
