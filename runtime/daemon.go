@@ -43,6 +43,7 @@ type daemon struct {
 
 	reloadReq chan reloadRequest
 	engineReq chan struct{}
+	fatalErr  chan error // an unrecoverable failure: stop and exit 1
 
 	mu      sync.Mutex // protects the fields below
 	alloc   umem.Allocator
@@ -79,6 +80,7 @@ func New(opts Options) (*Daemon, error) {
 		notify:    notifier{n: opts.Notifier},
 		reloadReq: make(chan reloadRequest),
 		engineReq: make(chan struct{}, 1),
+		fatalErr:  make(chan error, 1),
 		sinks:     map[string]*sinkEntry{},
 		stalled:   map[string]bool{},
 	}
@@ -111,6 +113,14 @@ func (dd *Daemon) Reload(ctx context.Context, cfg *Config) error {
 
 // ReloadEngines asks every model to check its file now.
 func (dd *Daemon) ReloadEngines() { dd.d.triggerEngines() }
+
+// fatal stops the daemon with err (exit status 1); the first call wins.
+func (d *daemon) fatal(err error) {
+	select {
+	case d.fatalErr <- err:
+	default:
+	}
+}
 
 func (d *daemon) triggerEngines() {
 	select {
@@ -161,6 +171,11 @@ func (d *daemon) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return d.stop()
+		case err := <-d.fatalErr:
+			d.log.Error("unrecoverable failure; stopping", "err", err)
+			d.notify.status("FAILED: %v", err)
+			d.stop()
+			return err
 		case req := <-d.reloadReq:
 			req.done <- d.reload(ctx, req.cfg)
 		case <-d.engineReq:

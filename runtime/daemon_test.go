@@ -245,3 +245,28 @@ func count(s []string, v string) int {
 }
 
 func newORTForTest() (trt.Backend, error) { return onnx.New(onnx.Options{}) }
+
+// TestContextLostExits: a sticky CUDA error (the context is unusable) makes
+// the daemon stop and return an error, so systemd restarts it.
+func TestContextLostExits(t *testing.T) {
+	backend := ortBackend(t)
+	old := failpoints
+	failpoints = parseFailpoints("pipeline/context-lost=error:5")
+	defer func() { failpoints = old }()
+	sink := newRecordingSink()
+	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1) })
+	d, _ := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, umem.ErrContextLost) {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon kept running after the CUDA context was lost")
+	}
+	if n := len(sink.waitResults(t, 1, time.Second)); n < 4 {
+		t.Errorf("%d results before the failure, want 4", n)
+	}
+}

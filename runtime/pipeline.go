@@ -309,11 +309,20 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	if failpoint(ctx, "pipeline/infer") {
 		return
 	}
-	if err := eng.Infer(ctx); err != nil {
+	err = eng.Infer(ctx)
+	if failpoint(ctx, "pipeline/context-lost") {
+		err = fmt.Errorf("failpoint: %w", umem.ErrContextLost)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
 		p.stats.inferErrors.Add(1)
+		if errors.Is(err, umem.ErrContextLost) {
+			// A sticky CUDA error: nothing on this context works again.
+			p.d.fatal(fmt.Errorf("pipeline %s: the CUDA context is lost (%w); exiting so that systemd restarts edged", p.cfg.Name, err))
+			return
+		}
 		p.errs.log(p.log, "inference failed", "model", gen.Model, "generation", gen.Number, "err", err)
 		return
 	}
