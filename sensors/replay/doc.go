@@ -1,0 +1,36 @@
+// Package replay plays recorded frames back as a sensors.Source: raw frame
+// files written by [Recorder] (or by edged itself), and folders of PNG or
+// JPEG images. It serves tests, demos and offline debugging: a recording
+// of a misbehaving camera can be replayed through the same pipeline.
+//
+// # Raw frame files
+//
+// A file is a 32-byte header followed by records, all little-endian:
+//
+//	header:  magic "EDGEDRAW" | version u32 = 1 | width u32 | height u32 |
+//	         fourcc u32 | stride u32 (0 = packed) | fps_milli u32 (0 = unknown)
+//	record:  length u32 | flags u32 | delta_ns i64 | length bytes of frame data
+//
+// fourcc is the V4L2 pixel format (YUYV, UYVY, NV12, GREY, RGB3, BGR3,
+// MJPG); delta_ns is the capture time of the frame minus that of the
+// previous one (0 for the first); flags are sensors.Frame flags. A record
+// longer than the format's FrameSize is rejected as corrupt.
+//
+// Frames are read straight into the leased slot: replaying a raw file
+// allocates nothing per frame.
+//
+// # Image folders
+//
+// Every *.png, *.jpg and *.jpeg in the folder, sorted by name, becomes one
+// frame, converted to the configured pixel format (default RGB24; YUV with
+// BT.601 limited range, see package pixconv). All images must have the
+// size of the first. Decoding allocates (image/png, image/jpeg).
+//
+// # Timing
+//
+// By default a file plays at its recorded pace (the deltas) and a folder
+// as fast as the consumer takes frames; Options.FPS imposes a fixed rate
+// on either and Options.FreeRun removes all pacing. Frame.TCapture is the
+// CLOCK_MONOTONIC time a frame is emitted, Seq counts emitted frames. At
+// the end Next returns sensors.ErrEOF unless Options.Loop is set.
+package replay

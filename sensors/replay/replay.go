@@ -1,0 +1,394 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/jpeg" // decoders for image folders
+	_ "image/png"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/internal/ctxmerge"
+	"github.com/edged-dev/edged/sensors/pixconv"
+)
+
+// Options configures a replay source.
+type Options struct {
+	Name string
+	// Path is a raw frame file or a folder of PNG/JPEG images.
+	Path string
+	// Pixel is the output format for image folders; default RGB24. Raw
+	// files keep the format they were recorded in.
+	Pixel sensors.PixelFormat
+	// FPS > 0 plays at this fixed rate; 0 keeps the recorded pace (files)
+	// or takes frames as fast as Next is called (folders).
+	FPS float64
+	// FreeRun ignores all pacing: every Next returns the next frame at once.
+	FreeRun bool
+	// Loop restarts at the first frame instead of returning ErrEOF.
+	Loop bool
+}
+
+// Source replays frames. It implements sensors.Source.
+type Source struct {
+	opts Options
+
+	stopMu sync.Mutex
+	stop   context.CancelFunc
+
+	mu      sync.Mutex
+	started bool
+	pool    sensors.SlotPool
+	life    context.Context
+	merger  *ctxmerge.Merger
+	timer   *time.Timer
+	next    time.Time
+	format  sensors.Format
+	seq     uint64
+	played  int // frames of the current pass
+
+	// raw file
+	file *os.File
+	fr   *frameReader
+	// image folder
+	images []string
+	pos    int
+	rgb    []byte // decoded image scratch (RGB24)
+}
+
+// New returns a replay source; Start opens the file or folder.
+func New(opts Options) (*Source, error) {
+	if opts.Path == "" {
+		return nil, fmt.Errorf("replay %q: path is empty: set a raw frame file or an image folder", opts.Name)
+	}
+	if opts.FPS < 0 {
+		return nil, fmt.Errorf("replay %q: fps %g: must be 0 (recorded pace) or positive", opts.Name, opts.FPS)
+	}
+	if opts.Pixel == 0 {
+		opts.Pixel = sensors.RGB24
+	}
+	if opts.Pixel == sensors.MJPEG {
+		return nil, fmt.Errorf("replay %q: %w: image folders cannot be replayed as MJPEG; use RGB24 or a YUV format", opts.Name, sensors.ErrFormat)
+	}
+	return &Source{opts: opts}, nil
+}
+
+// Name implements sensors.Source.
+func (s *Source) Name() string { return s.opts.Name }
+
+// Format implements sensors.Source; valid after Start.
+func (s *Source) Format() sensors.Format {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.format
+}
+
+func (s *Source) errorf(format string, a ...any) error {
+	return fmt.Errorf("replay %q: "+format, append([]any{s.opts.Name}, a...)...)
+}
+
+// Start implements sensors.Source. A missing path is sensors.ErrNotFound.
+func (s *Source) Start(ctx context.Context, pool sensors.SlotPool) error {
+	if pool == nil {
+		return s.errorf("Start without a slot pool")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return s.errorf("already started")
+	}
+	st, err := os.Stat(s.opts.Path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return s.errorf("%w: %s", sensors.ErrNotFound, s.opts.Path)
+		}
+		return s.errorf("%w", err)
+	}
+	if st.IsDir() {
+		err = s.openFolder()
+	} else {
+		err = s.openFile()
+	}
+	if err != nil {
+		return err
+	}
+	if s.opts.FPS > 0 {
+		s.format.FPS = s.opts.FPS
+	}
+	var stop context.CancelFunc
+	s.life, stop = context.WithCancel(context.Background())
+	s.stopMu.Lock()
+	s.stop = stop
+	s.stopMu.Unlock()
+	s.merger = ctxmerge.New(s.life, nil)
+	if s.timer == nil {
+		s.timer = time.NewTimer(time.Hour)
+	}
+	s.timer.Stop()
+	s.next, s.played, s.pool, s.started = time.Time{}, 0, pool, true
+	return nil
+}
+
+func (s *Source) openFile() error {
+	f, err := os.Open(s.opts.Path)
+	if err != nil {
+		return s.errorf("%w", err)
+	}
+	fr, err := newFrameReader(f)
+	if err != nil {
+		f.Close()
+		return s.errorf("%s: %w", s.opts.Path, err)
+	}
+	s.file, s.fr, s.format = f, fr, fr.hdr.Format
+	return nil
+}
+
+func (s *Source) openFolder() error {
+	ents, err := os.ReadDir(s.opts.Path)
+	if err != nil {
+		return s.errorf("%w", err)
+	}
+	var imgs []string
+	for _, e := range ents {
+		switch strings.ToLower(filepath.Ext(e.Name())) {
+		case ".png", ".jpg", ".jpeg":
+			if e.Type().IsRegular() || e.Type()&fs.ModeSymlink != 0 {
+				imgs = append(imgs, filepath.Join(s.opts.Path, e.Name()))
+			}
+		}
+	}
+	if len(imgs) == 0 {
+		return s.errorf("%w: no .png, .jpg or .jpeg files in %s", sensors.ErrNotFound, s.opts.Path)
+	}
+	sort.Strings(imgs)
+	cfg, err := decodeConfig(imgs[0])
+	if err != nil {
+		return s.errorf("%w", err)
+	}
+	f := sensors.Format{Width: cfg.Width, Height: cfg.Height, Pixel: s.opts.Pixel}
+	if err := pixconv.Validate(f); err != nil {
+		return s.errorf("%s: %w", imgs[0], err)
+	}
+	s.images, s.pos, s.format = imgs, 0, f
+	if f.Pixel != sensors.RGB24 {
+		s.rgb = make([]byte, 3*f.Width*f.Height)
+	}
+	return nil
+}
+
+func decodeConfig(path string) (image.Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return image.Config{}, err
+	}
+	defer f.Close()
+	c, _, err := image.DecodeConfig(f)
+	if err != nil {
+		return image.Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if c.Width > maxDim || c.Height > maxDim {
+		return image.Config{}, fmt.Errorf("%s: %dx%d is larger than %d pixels a side", path, c.Width, c.Height, maxDim)
+	}
+	return c, nil
+}
+
+// Next implements sensors.Source.
+func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return sensors.Frame{}, s.errorf("%w", sensors.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return sensors.Frame{}, err
+	}
+	slot, err := s.pool.Get(s.merger.Context(ctx))
+	if err != nil {
+		return sensors.Frame{}, s.ended(ctx, s.errorf("leasing a frame slot: %w", err))
+	}
+	f, delta, err := s.read(slot.Bytes())
+	if err != nil {
+		slot.Release()
+		return sensors.Frame{}, err
+	}
+	if err := s.pace(ctx, delta); err != nil {
+		slot.Release()
+		return sensors.Frame{}, err
+	}
+	f.Slot, f.Seq, f.TCapture, f.Format = slot, s.seq, sensors.Now(), s.format
+	s.seq++
+	s.played++
+	return f, nil
+}
+
+func (s *Source) ended(ctx context.Context, err error) error {
+	switch {
+	case s.life.Err() != nil:
+		return s.errorf("%w", sensors.ErrClosed)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return err
+}
+
+// read fills dst with the next frame and returns the recorded delta before
+// it (-1 when there is none: folders).
+func (s *Source) read(dst []byte) (sensors.Frame, int64, error) {
+	if s.fr != nil {
+		rec, err := s.fr.next(dst)
+		if err == io.EOF {
+			if !s.opts.Loop || s.played == 0 {
+				return sensors.Frame{}, 0, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
+			}
+			if err := s.rewind(); err != nil {
+				return sensors.Frame{}, 0, err
+			}
+			rec, err = s.fr.next(dst)
+			if err == nil {
+				rec.DeltaNs = s.period()
+			}
+		}
+		if err != nil {
+			return sensors.Frame{}, 0, s.errorf("%s: %w", s.opts.Path, err)
+		}
+		return sensors.Frame{BytesUsed: rec.Length, Flags: rec.Flags}, rec.DeltaNs, nil
+	}
+	if s.pos == len(s.images) {
+		if !s.opts.Loop {
+			return sensors.Frame{}, 0, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
+		}
+		s.pos, s.played = 0, 0
+	}
+	path := s.images[s.pos]
+	s.pos++
+	n, err := s.decode(path, dst)
+	if err != nil {
+		return sensors.Frame{}, 0, s.errorf("%w", err)
+	}
+	return sensors.Frame{BytesUsed: n, Flags: sensors.FlagCopied}, -1, nil
+}
+
+func (s *Source) period() int64 {
+	if s.format.FPS > 0 {
+		return int64(float64(time.Second) / s.format.FPS)
+	}
+	return 0
+}
+
+func (s *Source) rewind() error {
+	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
+		return s.errorf("rewinding %s: %w", s.opts.Path, err)
+	}
+	if err := s.fr.reset(s.file); err != nil {
+		return s.errorf("%s: %w", s.opts.Path, err)
+	}
+	s.played = 0
+	return nil
+}
+
+func (s *Source) decode(path string, dst []byte) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	w, h := s.format.Width, s.format.Height
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		return 0, fmt.Errorf("%w: %s is %dx%d, the first image is %dx%d; all images must have one size", sensors.ErrFormat, path, b.Dx(), b.Dy(), w, h)
+	}
+	if s.format.Pixel == sensors.RGB24 {
+		if err := pixconv.ImageToRGB24(dst, 3*w, img); err != nil {
+			return 0, err
+		}
+		return 3 * w * h, nil
+	}
+	if err := pixconv.ImageToRGB24(s.rgb, 3*w, img); err != nil {
+		return 0, err
+	}
+	return pixconv.FromRGB24(dst, s.format, s.rgb, 3*w)
+}
+
+// pace waits until the frame is due. delta is the recorded gap before the
+// frame (-1: none recorded).
+func (s *Source) pace(ctx context.Context, delta int64) error {
+	if s.opts.FreeRun {
+		return nil
+	}
+	gap := time.Duration(delta)
+	if s.opts.FPS > 0 {
+		gap = time.Duration(float64(time.Second) / s.opts.FPS)
+	} else if delta < 0 {
+		return nil // folder without a rate: as fast as consumed
+	}
+	now := time.Now()
+	if s.next.IsZero() {
+		s.next = now
+	} else {
+		s.next = s.next.Add(gap)
+		if now.Sub(s.next) > max(gap, 10*time.Millisecond) {
+			s.next = now // fell behind: do not burst
+		}
+	}
+	wait := s.next.Sub(now)
+	if wait <= 0 {
+		return nil
+	}
+	s.timer.Reset(wait)
+	select {
+	case <-s.timer.C:
+		return nil
+	case <-ctx.Done():
+		s.timer.Stop()
+		return ctx.Err()
+	case <-s.life.Done():
+		s.timer.Stop()
+		return s.errorf("%w", sensors.ErrClosed)
+	}
+}
+
+// Close implements sensors.Source. It wakes a blocked Next, waits for it
+// and is idempotent; Start may follow and replays from the beginning
+// (Seq continues).
+func (s *Source) Close() error {
+	s.stopMu.Lock()
+	stop := s.stop
+	s.stopMu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return nil
+	}
+	s.started = false
+	s.merger.Release()
+	s.timer.Stop()
+	s.pool = nil
+	var err error
+	if s.file != nil {
+		err = s.file.Close()
+		s.file, s.fr = nil, nil
+	}
+	s.images = nil
+	if err != nil {
+		return s.errorf("closing %s: %w", s.opts.Path, err)
+	}
+	return nil
+}

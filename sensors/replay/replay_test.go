@@ -1,0 +1,341 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/pixconv"
+	"github.com/edged-dev/edged/sensors/sensorstest"
+	"github.com/edged-dev/edged/sensors/synthetic"
+)
+
+const waitLimit = 20 * time.Second
+
+// record writes n synthetic frames, deltaMs apart, and returns the file
+// and the frames' bytes.
+func record(t testing.TB, n int, deltaMs int64, pix sensors.PixelFormat) (string, [][]byte) {
+	t.Helper()
+	cam, err := synthetic.New(synthetic.Options{Width: 64, Height: 48, Pixel: pix, Seed: 3, FPS: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := sensorstest.NewHeapPool(2, cam.Format().FrameSize())
+	if err := cam.Start(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	defer cam.Close()
+	path := filepath.Join(t.TempDir(), "cam.edgedraw")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cam.Format()
+	f.FPS = 1000 / float64(deltaMs)
+	rec, err := NewRecorder(out, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames [][]byte
+	for i := 0; i < n; i++ {
+		fr, err := cam.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.WriteFrame(fr.Data(), int64(i)*deltaMs*1e6, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, bytes.Clone(fr.Data()))
+		fr.Slot.Release()
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, frames
+}
+
+func startReplay(t testing.TB, o Options, slots, size int) (*Source, *sensorstest.Pool) {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := sensorstest.NewHeapPool(slots, size)
+	if err := s.Start(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		if pool.Leased() != 0 {
+			t.Errorf("%d slots leased after Close", pool.Leased())
+		}
+	})
+	return s, pool
+}
+
+func next(t testing.TB, s *Source) sensors.Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	f, err := s.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestRawFileRoundTrip(t *testing.T) {
+	for _, pix := range []sensors.PixelFormat{sensors.YUYV, sensors.NV12, sensors.MJPEG} {
+		t.Run(pix.String(), func(t *testing.T) {
+			path, frames := record(t, 6, 10, pix)
+			s, _ := startReplay(t, Options{Name: "rp", Path: path, FreeRun: true}, 2, 64*48*3)
+			if f := s.Format(); f.Width != 64 || f.Height != 48 || f.Pixel != pix || f.FPS != 100 {
+				t.Fatalf("format %v", f)
+			}
+			for i, want := range frames {
+				f := next(t, s)
+				if f.Seq != uint64(i) || !bytes.Equal(f.Data(), want) || f.Flags != uint32(i) {
+					t.Fatalf("frame %d: seq %d, %d bytes (want %d), flags %d", i, f.Seq, f.BytesUsed, len(want), f.Flags)
+				}
+				f.Slot.Release()
+			}
+			if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrEOF) {
+				t.Fatalf("after the last frame: %v, want ErrEOF", err)
+			}
+		})
+	}
+}
+
+func TestRecordedPace(t *testing.T) {
+	path, _ := record(t, 6, 20, sensors.GREY)
+	s, _ := startReplay(t, Options{Name: "rp", Path: path}, 2, 64*48)
+	start := time.Now()
+	var last int64
+	for i := 0; i < 6; i++ {
+		f := next(t, s)
+		if f.TCapture <= last {
+			t.Fatal("TCapture not increasing")
+		}
+		last = f.TCapture
+		f.Slot.Release()
+	}
+	// Five recorded gaps of 20 ms: never faster (a lower bound only).
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("6 frames recorded 20 ms apart replayed in %v", d)
+	}
+}
+
+func TestLoop(t *testing.T) {
+	path, frames := record(t, 3, 10, sensors.RGB24)
+	s, _ := startReplay(t, Options{Name: "rp", Path: path, Loop: true, FreeRun: true}, 2, 64*48*3)
+	for i := 0; i < 8; i++ {
+		f := next(t, s)
+		if f.Seq != uint64(i) || !bytes.Equal(f.Data(), frames[i%3]) {
+			t.Fatalf("frame %d is not recorded frame %d", i, i%3)
+		}
+		f.Slot.Release()
+	}
+}
+
+func writeImage(t *testing.T, path string, w, h int, c color.RGBA) {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			img.Set(x, y, c)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if filepath.Ext(path) == ".png" {
+		err = png.Encode(f, img)
+	} else {
+		err = jpeg.Encode(f, img, &jpeg.Options{Quality: 95})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestImageFolder(t *testing.T) {
+	dir := t.TempDir()
+	red, green, blue := color.RGBA{200, 30, 30, 255}, color.RGBA{30, 170, 40, 255}, color.RGBA{30, 60, 200, 255}
+	writeImage(t, filepath.Join(dir, "b.png"), 32, 16, green)
+	writeImage(t, filepath.Join(dir, "a.png"), 32, 16, red)
+	writeImage(t, filepath.Join(dir, "c.JPG"), 32, 16, blue)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("ignored"), 0o644)
+	for _, pix := range []sensors.PixelFormat{sensors.RGB24, sensors.YUYV, sensors.NV12, sensors.BGR24} {
+		t.Run(pix.String(), func(t *testing.T) {
+			s, _ := startReplay(t, Options{Name: "imgs", Path: dir, Pixel: pix}, 2, 32*16*3)
+			f0 := s.Format()
+			if f0.Width != 32 || f0.Height != 16 || f0.Pixel != pix {
+				t.Fatalf("format %v", f0)
+			}
+			rgb := make([]byte, 32*16*3)
+			for i, want := range []color.RGBA{red, green, blue} {
+				f := next(t, s)
+				if err := pixconv.ToRGB24(rgb, f.Format, f.Data()); err != nil {
+					t.Fatal(err)
+				}
+				f.Slot.Release()
+				tol := 4
+				if i == 2 {
+					tol = 8 // JPEG
+				}
+				for c, w := range []uint8{want.R, want.G, want.B} {
+					if d := int(rgb[3*40+c]) - int(w); d > tol || d < -tol {
+						t.Fatalf("image %d channel %d = %d, want %d", i, c, rgb[3*40+c], w)
+					}
+				}
+			}
+			if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrEOF) {
+				t.Fatalf("want ErrEOF, got %v", err)
+			}
+		})
+	}
+	writeImage(t, filepath.Join(dir, "d.png"), 16, 16, red)
+	s, _ := startReplay(t, Options{Name: "imgs", Path: dir, FreeRun: true}, 2, 32*16*3)
+	for i := 0; i < 3; i++ {
+		next(t, s).Slot.Release()
+	}
+	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrFormat) {
+		t.Fatalf("odd-sized image: %v, want ErrFormat", err)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		path string
+		data []byte
+		want error
+	}{
+		{"missing", filepath.Join(dir, "nope.edgedraw"), nil, sensors.ErrNotFound},
+		{"empty dir", filepath.Join(dir, "empty"), nil, sensors.ErrNotFound},
+		{"magic", filepath.Join(dir, "bad.edgedraw"), []byte("NOTEDGED00000000000000000000000000"), ErrCorrupt},
+		{"short", filepath.Join(dir, "short.edgedraw"), []byte("EDGEDRAW"), ErrCorrupt},
+	} {
+		if c.name == "empty dir" {
+			os.Mkdir(c.path, 0o755)
+		} else if c.data != nil {
+			os.WriteFile(c.path, c.data, 0o644)
+		}
+		s, err := New(Options{Name: c.name, Path: c.path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Start(context.Background(), sensorstest.NewHeapPool(1, 16))
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestTruncatedAndOversizeRecords(t *testing.T) {
+	path, _ := record(t, 2, 10, sensors.GREY)
+	data, _ := os.ReadFile(path)
+	trunc := filepath.Join(t.TempDir(), "t.edgedraw")
+	os.WriteFile(trunc, data[:len(data)-10], 0o644)
+	s, _ := startReplay(t, Options{Name: "rp", Path: trunc, FreeRun: true}, 1, 64*48)
+	next(t, s).Slot.Release()
+	if _, err := s.Next(context.Background()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncated frame: %v", err)
+	}
+	big := bytes.Clone(data)
+	big[headerSize] = 0xFF // length of the first record: larger than a frame
+	big[headerSize+1] = 0xFF
+	os.WriteFile(trunc, big, 0o644)
+	s2, _ := startReplay(t, Options{Name: "rp", Path: trunc, FreeRun: true}, 1, 64*48)
+	if _, err := s2.Next(context.Background()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("oversize record: %v", err)
+	}
+}
+
+func TestCloseWakesNext(t *testing.T) {
+	path, _ := record(t, 3, 10, sensors.GREY)
+	for _, o := range []Options{{FPS: 0.001}, {FreeRun: true}} {
+		o.Name, o.Path = "rp", path
+		s, _ := startReplay(t, o, 1, 64*48)
+		held := next(t, s) // paced: the first is immediate; pool: the only slot
+		errc := make(chan error, 1)
+		go func() {
+			_, err := s.Next(context.Background())
+			errc <- err
+		}()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errc:
+			if !errors.Is(err, sensors.ErrClosed) {
+				t.Fatalf("%+v: %v", o, err)
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("%+v: Close did not wake Next", o)
+		}
+		held.Slot.Release()
+	}
+}
+
+func TestNoAllocsPerFrame(t *testing.T) {
+	path, _ := record(t, 4, 10, sensors.YUYV)
+	s, _ := startReplay(t, Options{Name: "rp", Path: path, FreeRun: true, Loop: true}, 2, 64*48*2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// 50 frames of a 4-frame file: the loop's rewinds included.
+	n := testing.AllocsPerRun(50, func() {
+		f, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Slot.Release()
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per replayed frame", n)
+	}
+}
+
+func FuzzFrameFile(f *testing.F) {
+	var b bytes.Buffer
+	rec, _ := NewRecorder(&b, sensors.Format{Width: 4, Height: 2, Pixel: sensors.GREY})
+	rec.WriteFrame(make([]byte, 8), 0, 0)
+	rec.WriteFrame(make([]byte, 8), 1000, 1)
+	rec.Flush()
+	f.Add(b.Bytes())
+	f.Add([]byte(Magic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := newFrameReader(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		if fr.max > 4*maxDim*maxDim*3 {
+			t.Fatalf("frame bound %d", fr.max)
+		}
+		dst := make([]byte, 1<<12)
+		for i := 0; i < 64; i++ {
+			rec, err := fr.next(dst)
+			if err != nil {
+				return
+			}
+			if rec.Length > len(dst) || rec.Length > fr.max || rec.DeltaNs < 0 {
+				t.Fatalf("accepted record %+v", rec)
+			}
+		}
+	})
+}
