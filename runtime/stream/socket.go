@@ -528,7 +528,9 @@ func (s *Socket) put(e *encoded) {
 	c := e.capBytes()
 	s.poolMu.Lock()
 	defer s.poolMu.Unlock()
-	if len(s.free) < s.opts.QueueLen+16 && s.poolBytes+c <= maxPoolBytes {
+	// Live records: at most the newest QueueLen (every queue drops its
+	// oldest) plus one per writer between pop and release.
+	if len(s.free) < s.opts.QueueLen+s.opts.MaxClients+16 && s.poolBytes+c <= maxPoolBytes {
 		s.free = append(s.free, e)
 		s.poolBytes += c
 	}
@@ -706,6 +708,9 @@ func (c *client) writeLoop() {
 	defer c.s.clientsWG.Done()
 	defer c.finish()
 	for c.waitWork() {
+		if c.wbuf == nil {
+			c.wbuf = make([]byte, 0, batchBytes+batchBytes/4)
+		}
 		c.wbuf = c.wbuf[:0]
 		records := uint64(0)
 		for len(c.wbuf) < batchBytes {
