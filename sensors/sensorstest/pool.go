@@ -93,6 +93,17 @@ func (p *Pool) Get(ctx context.Context) (sensors.Slot, error) {
 	}
 }
 
+// TryGet leases a free slot if one is available now. (Sources use it,
+// when present, to refill capture queues without waiting.)
+func (p *Pool) TryGet() (sensors.Slot, bool) {
+	select {
+	case s := <-p.free:
+		return p.lease(s), true
+	default:
+		return nil, false
+	}
+}
+
 func (p *Pool) lease(s *PoolSlot) *PoolSlot {
 	s.held.Store(true)
 	p.leased.Add(1)
