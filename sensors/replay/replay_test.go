@@ -299,7 +299,7 @@ func TestNoAllocsPerFrame(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// 50 frames of a 4-frame file: the loop's rewinds included.
-	n := testing.AllocsPerRun(50, func() {
+	n := sensorstest.Mallocs(50, func() {
 		f, err := s.Next(ctx)
 		if err != nil {
 			t.Fatal(err)

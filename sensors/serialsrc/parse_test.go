@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
 // nmea completes a sentence body with '$', checksum and nothing else.
@@ -96,7 +97,7 @@ func TestParsersDoNotAllocate(t *testing.T) {
 	names := []string{"ax", "ay", "az", "gx", "gy", "gz"}
 	pkt := AppendPacket(nil, []float32{1, 2, 3, 4, 5, 6})
 	scratch := make([]byte, 256)
-	n := testing.AllocsPerRun(200, func() {
+	n := sensorstest.Mallocs(200, func() {
 		if ParseNMEA(gga, &s) != nil || ParseCSV(line, names, &s) != nil || ParsePacket(pkt[:len(pkt)-1], scratch, names, &s) != nil {
 			t.Fatal("parse failed")
 		}

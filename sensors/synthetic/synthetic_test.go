@@ -355,7 +355,7 @@ func TestNoAllocsPerFrame(t *testing.T) {
 		}
 		s, _ := start(t, Options{Width: 320, Height: 240, Pixel: pix}, 2)
 		ctx, cancel := context.WithCancel(context.Background())
-		n := testing.AllocsPerRun(50, func() {
+		n := sensorstest.Mallocs(50, func() {
 			f, err := s.Next(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -364,7 +364,7 @@ func TestNoAllocsPerFrame(t *testing.T) {
 		})
 		cancel()
 		if n != 0 {
-			t.Errorf("%s: %v allocations per frame, want 0", pix, n)
+			t.Errorf("%s: %v allocations in 50 frames, want 0", pix, n)
 		}
 	}
 }

@@ -66,7 +66,7 @@ type fakeDev struct {
 	parm      fract
 	memory    uint32
 	bufs      []fakeBuf
-	fifo      []int
+	fifo      ring // queued buffer indices, in order (no allocation per frame)
 	streaming bool
 	gone      bool
 	eio       bool
@@ -125,7 +125,7 @@ func (d *fakeDev) update() {
 		d.w = -1
 		return
 	}
-	want := d.streaming && len(d.fifo) > 0 && (len(d.script) > 0 || d.auto)
+	want := d.streaming && d.fifo.n > 0 && (len(d.script) > 0 || d.auto)
 	if len(d.script) > 0 && d.script[0].kind == evEIO && d.streaming {
 		want = true
 	}
@@ -245,7 +245,7 @@ func (d *fakeDev) ioctl(req uint, arg unsafe.Pointer) error {
 				return unix.EBUSY
 			}
 		}
-		d.bufs, d.fifo, d.memory = nil, nil, rb.Memory
+		d.bufs, d.fifo, d.memory = nil, ring{}, rb.Memory
 		if rb.Count > 0 {
 			d.bufs = make([]fakeBuf, min(rb.Count, 8))
 			rb.Count = uint32(len(d.bufs))
@@ -279,7 +279,7 @@ func (d *fakeDev) ioctl(req uint, arg unsafe.Pointer) error {
 			fb.userptr, fb.length = b.userptr(), b.Length
 		}
 		fb.queued = true
-		d.fifo = append(d.fifo, int(b.Index))
+		d.fifo.push(int(b.Index))
 	case vidiocDqbuf:
 		return d.dqbuf((*buffer)(arg))
 	case vidiocStreamon:
@@ -289,11 +289,24 @@ func (d *fakeDev) ioctl(req uint, arg unsafe.Pointer) error {
 		for i := range d.bufs {
 			d.bufs[i].queued = false
 		}
-		d.fifo = d.fifo[:0]
+		d.fifo = ring{}
 	default:
 		return unix.ENOTTY
 	}
 	return nil
+}
+
+type ring struct {
+	a    [8]int
+	h, n int
+}
+
+func (r *ring) push(i int) { r.a[(r.h+r.n)%len(r.a)] = i; r.n++ }
+func (r *ring) pop() int {
+	i := r.a[r.h]
+	r.h = (r.h + 1) % len(r.a)
+	r.n--
+	return i
 }
 
 func abs(x float64) float64 {
@@ -316,16 +329,15 @@ func (d *fakeDev) dqbuf(b *buffer) error {
 			d.script = d.script[1:]
 			return unix.EIO
 		}
-		if len(d.fifo) == 0 {
+		if d.fifo.n == 0 {
 			return unix.EAGAIN
 		}
 		d.script = d.script[1:]
-	case d.auto && len(d.fifo) > 0:
+	case d.auto && d.fifo.n > 0:
 	default:
 		return unix.EAGAIN
 	}
-	i := d.fifo[0]
-	d.fifo = d.fifo[1:]
+	i := d.fifo.pop()
 	fb := &d.bufs[i]
 	fb.queued = false
 	d.seq += ev.seqSkip

@@ -559,7 +559,7 @@ func TestNoAllocsPerFrame(t *testing.T) {
 		r := newRig(t, Options{Name: "front", Memory: mem}, 6, func() *fakeDev { d := yuyvCam(); d.auto = true; d.fill = false; return d })
 		r.start()
 		ctx, cancel := context.WithCancel(context.Background())
-		n := testing.AllocsPerRun(200, func() {
+		n := sensorstest.Mallocs(200, func() {
 			f, err := r.src.Next(ctx)
 			if err != nil {
 				t.Fatal(err)

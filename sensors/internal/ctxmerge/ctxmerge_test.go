@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
 func TestMergeWakesOnEither(t *testing.T) {
@@ -74,7 +76,7 @@ func TestSameContextNoAlloc(t *testing.T) {
 	c, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m.Context(c)
-	if n := testing.AllocsPerRun(100, func() { m.Context(c) }); n != 0 {
+	if n := sensorstest.Mallocs(100, func() { m.Context(c) }); n != 0 {
 		t.Fatalf("Context with the same caller allocates %v times", n)
 	}
 }
