@@ -23,7 +23,9 @@ type tty struct {
 	master, slave *os.File
 }
 
-func newTTY(t *testing.T) *tty {
+func newTTY(t *testing.T) *tty { return newTTYB(t) }
+
+func newTTYB(t testing.TB) *tty {
 	t.Helper()
 	m, s, err := pty.Open()
 	if err != nil {
