@@ -117,3 +117,19 @@ type Stats struct {
 	Restarts   uint64 // STREAMOFF/STREAMON after repeated timeouts
 	Gone       uint64 // times the device went away while streaming
 }
+
+// SlotSizeHint is a slot size that fits frames of opts from drivers that
+// pad lines to up to 256 bytes, rounded up to whole pages: size the frame
+// pool with it before Start (the exact need, Format().FrameSize(), is only
+// known once the driver has answered S_FMT; Start fails with the required
+// size if a slot is too small).
+func SlotSizeHint(opts Options) int {
+	o := opts.withDefaults()
+	f := sensors.Format{Width: o.Width, Height: o.Height, Pixel: o.Pixel}
+	if o.Pixel == sensors.MJPEG {
+		f.Pixel = sensors.RGB24 // decoded into the slot
+	} else {
+		f.Stride = (f.Pixel.PackedLine(o.Width) + 255) &^ 255
+	}
+	return (f.FrameSize() + 4095) &^ 4095
+}

@@ -605,3 +605,22 @@ func itoa(n int) string {
 	}
 	return string(b)
 }
+
+func TestSlotSizeHintFitsPaddedDrivers(t *testing.T) {
+	for _, c := range []struct {
+		pix  sensors.PixelFormat
+		w, h int
+		pad  int
+	}{
+		{sensors.YUYV, 640, 480, 0}, {sensors.NV12, 1280, 720, 0}, {sensors.NV12, 1920, 1080, 128}, {sensors.GREY, 100, 50, 56},
+	} {
+		o := Options{Width: c.w, Height: c.h, Pixel: c.pix}
+		padded := sensors.Format{Width: c.w, Height: c.h, Pixel: c.pix, Stride: c.pix.PackedLine(c.w) + c.pad}
+		if h := SlotSizeHint(o); h < padded.FrameSize() || h%4096 != 0 {
+			t.Errorf("%v pad %d: hint %d, need %d", padded, c.pad, h, padded.FrameSize())
+		}
+	}
+	if h := SlotSizeHint(Options{Width: 64, Height: 48, Pixel: sensors.MJPEG}); h < 64*48*3 {
+		t.Errorf("MJPEG hint %d", h)
+	}
+}
