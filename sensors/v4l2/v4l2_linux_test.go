@@ -624,3 +624,23 @@ func TestSlotSizeHintFitsPaddedDrivers(t *testing.T) {
 		t.Errorf("MJPEG hint %d", h)
 	}
 }
+
+func TestProbe(t *testing.T) {
+	r := newRig(t, Options{Name: "front"}, 1, yuyvCam)
+	info, err := r.src.probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Card != "Fake Camera" || info.Driver != "fakevideo" || len(info.Formats) != 2 || info.Formats[1].Pixel != sensors.MJPEG || !info.Formats[1].Compressed {
+		t.Fatalf("probe: %+v", info)
+	}
+	if got := info.Formats.String(); got != "YUYV 64x48@30/15; MJPEG 64x48@30" {
+		t.Fatalf("offers %q", got)
+	}
+	if !r.dev().closed || r.dev().count(vidiocStreamon) != 0 {
+		t.Fatal("probe must close the device without streaming")
+	}
+	if _, err := Probe(Options{Name: "x", Device: "nope", DevRoot: t.TempDir()}); !errors.Is(err, sensors.ErrNotFound) {
+		t.Fatalf("probe of a missing camera: %v", err)
+	}
+}
