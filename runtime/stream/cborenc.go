@@ -136,6 +136,9 @@ func cborPairs(r *Record, level int) uint64 {
 	if r.Reason != "" {
 		n++
 	}
+	if r.Engine.Name != "" {
+		n++
+	}
 	return n
 }
 
@@ -224,6 +227,16 @@ func appendCBORBody(b []byte, r *Record, level int) []byte {
 		if r.Reason != "" {
 			b = appendCBORText(b, "reason")
 			b = appendCBORText(b, r.Reason)
+		}
+		if r.Engine.Name != "" {
+			b = appendCBORText(b, "engine")
+			b = appendCBORHead(b, cborMap, 3)
+			b = appendCBORText(b, "name")
+			b = appendCBORText(b, r.Engine.Name)
+			b = appendCBORText(b, "generation")
+			b = appendCBORHead(b, cborUint, r.Engine.Generation)
+			b = appendCBORText(b, "sha256")
+			b = appendCBORText(b, r.Engine.SHA256)
 		}
 		b = appendCBORText(b, "t_ns")
 		b = appendCBORInt(b, r.TNs)

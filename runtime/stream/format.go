@@ -91,6 +91,16 @@ func AppendText(b []byte, m *Message) []byte {
 			b = append(b, " source="...)
 			b = appendText(b, r.Source)
 		}
+		if e := r.Engine; e != nil {
+			b = append(b, " engine "...)
+			b = appendText(b, e.Name)
+			b = append(b, " g"...)
+			b = strconv.AppendUint(b, e.Generation, 10)
+			if e.SHA256 != "" {
+				b = append(b, ' ')
+				b = appendText(b, e.SHA256)
+			}
+		}
 		if r.Reason != "" {
 			b = append(b, ": "...)
 			b = appendText(b, r.Reason)

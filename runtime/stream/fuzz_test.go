@@ -193,7 +193,8 @@ func FuzzEncode(f *testing.F) {
 					{Name: label, Kind: OutputDetections, Detections: []Detection{{Box: [4]float32{score, -score, 0, 1}, Class: int(tns % 100), Label: label, Score: score}}},
 					{Name: "raw", Kind: OutputRaw, Shape: []int64{tns}, Data: []float32{score, float32(v)}},
 				}},
-			{Kind: KindStatus, Event: event, Pipeline: pipeline, Source: label, Reason: reason, TNs: tns},
+			{Kind: KindStatus, Event: event, Pipeline: pipeline, Source: label, Reason: reason, TNs: tns,
+				Engine: EngineRef{Name: label, Generation: seq, SHA256: reason}},
 			{Kind: KindError, Reason: reason, TNs: tns},
 		}
 		if label == "raw" || label == "cls" {

@@ -108,6 +108,15 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 			b = append(b, `,"reason":`...)
 			b = appendJSONString(b, r.Reason)
 		}
+		if r.Engine.Name != "" {
+			b = append(b, `,"engine":{"name":`...)
+			b = appendJSONString(b, r.Engine.Name)
+			b = append(b, `,"generation":`...)
+			b = strconv.AppendUint(b, r.Engine.Generation, 10)
+			b = append(b, `,"sha256":`...)
+			b = appendJSONString(b, r.Engine.SHA256)
+			b = append(b, '}')
+		}
 		b = append(b, `,"t_ns":`...)
 		b = strconv.AppendInt(b, r.TNs, 10)
 	}

@@ -52,7 +52,7 @@ func sampleRecords() []struct {
 		}},
 		{"status_engine_reloaded", Record{
 			Kind: KindStatus, Event: "engine_reloaded", Pipeline: "front", Source: "demo",
-			Reason: "generation 4, sha256 ab12cd34ef56", TNs: 1000000000,
+			Engine: EngineRef{Name: "demo", Generation: 4, SHA256: "ab12cd34ef56"}, TNs: 1000000000,
 		}},
 		{"status_engine_rejected", Record{
 			Kind: KindStatus, Event: "engine_rejected", Source: "yolo",
