@@ -307,7 +307,7 @@ func TestNoAllocsPerFrame(t *testing.T) {
 		f.Slot.Release()
 	})
 	if n != 0 {
-		t.Fatalf("%v allocations per replayed frame", n)
+		t.Fatalf("%v allocations in 50 replayed frames", n)
 	}
 }
 

@@ -568,7 +568,7 @@ func TestNoAllocsPerFrame(t *testing.T) {
 		})
 		cancel()
 		if n != 0 {
-			t.Errorf("%s: %v allocations per frame, want 0", mem, n)
+			t.Errorf("%s: %v allocations in 200 frames, want 0", mem, n)
 		}
 	}
 }
