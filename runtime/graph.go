@@ -151,6 +151,9 @@ func (g *graph) startSource(ctx context.Context, p *pipeline) error {
 	// being preprocessed, one spare so capture never waits on inference.
 	slots := sc.Buffers + 2 + cap(p.mb.ch)
 	size := frameSize(sc)
+	if h, ok := src.(interface{ SlotSize() int }); ok && h.SlotSize() > 0 {
+		size = h.SlotSize()
+	}
 	if p.pool, err = umem.NewPool(d.alloc, slots, size); err != nil {
 		return fmt.Errorf("pipeline %q: frame pool of %d × %d bytes: %w", pc.Name, slots, size, err)
 	}

@@ -172,6 +172,22 @@ func (d *daemon) writeMetrics(w io.Writer) {
 			m.gauge("edged_pipeline_progress_age_seconds", "Time since the loop last made progress (the watchdog compares it with stall_timeout).",
 				float64(now-p.inferStamp.Load())/1e9, "pipeline", p.cfg.Name, "loop", "inference")
 			m.gauge("edged_pipeline_progress_age_seconds", "", float64(now-p.captureStamp.Load())/1e9, "pipeline", p.cfg.Name, "loop", "capture")
+			if cs, ok := p.src.(interface {
+				CaptureStats() (string, map[string]uint64)
+			}); ok {
+				mode, counters := cs.CaptureStats()
+				if mode != "" {
+					m.gauge("edged_camera_capture_mode", "1 for the V4L2 memory mode in use (userptr: zero-copy; mmap: one copy).", 1, "source", p.scfg.Name, "mode", mode)
+				}
+				keys := make([]string, 0, len(counters))
+				for k := range counters {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for _, k := range keys {
+					m.counter("edged_camera_events_total", "V4L2 driver events: dropped frames by reason, poll timeouts, stream restarts, unplugs.", float64(counters[k]), "source", p.scfg.Name, "event", k)
+				}
+			}
 			if gen := p.hot.Current(); gen != nil {
 				m.gauge("edged_engine_info", "The engine generation serving each pipeline.", 1, "pipeline", p.cfg.Name, "model", gen.Model,
 					"generation", fmt.Sprint(gen.Number), "sha256", gen.SHAPrefix(), "backend", gen.Engine.Backend())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -21,6 +22,8 @@ import (
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/replay"
+	"github.com/edged-dev/edged/sensors/sensorstest"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt/demomodel"
 	"github.com/edged-dev/edged/trt/onnx"
@@ -565,4 +568,177 @@ func TestSerialSinkOverPty(t *testing.T) {
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
 	}
+}
+
+// TestReplayWithSerialSensor is the end-to-end test of issue 5: a recorded
+// synthetic sequence replayed through the pipeline, a serial IMU (CSV over
+// a pty) sampled at ~250 Hz, results on the socket. Each result must carry
+// the class the recorded frame shows and the IMU sample nearest to the
+// frame's capture time.
+func TestReplayWithSerialSensor(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	// Record 90 synthetic frames.
+	rec := filepath.Join(dir, "cam.edgedraw")
+	{
+		opts := synthetic.Options{Width: 320, Height: 240, Pixel: sensors.YUYV, Seed: 3, PeriodFrames: 10}
+		src, err := synthetic.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := sensorstest.NewHeapPool(4, src.Format().FrameSize())
+		ctx := context.Background()
+		if err := src.Start(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := os.Create(rec)
+		w, err := replay.NewRecorder(f, src.Format())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 90; i++ {
+			fr, err := src.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(fr); err != nil {
+				t.Fatal(err)
+			}
+			fr.Slot.Release()
+		}
+		w.Flush()
+		f.Close()
+		src.Close()
+	}
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	sock := filepath.Join(dir, "edged.sock")
+	cfgText := fmt.Sprintf(`
+[[source]]
+name = "cam"
+kind = "replay"
+path = %q
+fps = 30.0
+[[source]]
+name = "imu"
+kind = "serial"
+device = %q
+baud = 921600
+protocol = "csv"
+columns = ["n", "ax"]
+[[model]]
+name = "demo"
+path = "builtin:demo"
+[[pipeline]]
+name = "nav"
+source = "cam"
+model = "demo"
+sensors = ["imu"]
+sensor_window = "20ms"
+sinks = ["local"]
+[[pipeline.postprocess]]
+output = "class"
+kind = "topk"
+[[sink]]
+name = "local"
+kind = "socket"
+path = %q
+`, rec, slave.Name(), sock)
+	cfg := filepath.Join(dir, "edged.toml")
+	os.WriteFile(cfg, []byte(cfgText), 0o644)
+
+	// The IMU: sample n written at a known CLOCK_MONOTONIC time.
+	var (
+		mu      sync.Mutex
+		written []int64 // index n -> time written
+	)
+	stopIMU := make(chan struct{})
+	imuDone := make(chan struct{})
+	go func() {
+		defer close(imuDone)
+		tick := time.NewTicker(4 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-stopIMU:
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			written = append(written, sensors.Now())
+			mu.Unlock()
+			if _, err := fmt.Fprintf(master, "%d,%d.5\r\n", n, n); err != nil {
+				return
+			}
+		}
+	}()
+	go io.Copy(io.Discard, master) // nothing is sent to the IMU; keep the pty drained
+	d := start(t, lib, cfg, sock)
+	var c *stream.Client
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err = stream.Dial(context.Background(), sock, nil); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer c.Close()
+	truthOpts := synthetic.Options{Width: 320, Height: 240, Pixel: sensors.YUYV, Seed: 3, PeriodFrames: 10}
+	var m stream.Message
+	checked := 0
+	for checked < 40 {
+		if err := c.Next(&m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Rec.Type != "result" {
+			continue
+		}
+		if got, want := m.Rec.Outputs["class"].Top[0].Index, synthetic.TruthAt(truthOpts, m.Rec.FrameSeq).Background; got != want {
+			t.Fatalf("replayed frame %d: class %d, recorded background %d", m.Rec.FrameSeq, got, want)
+		}
+		if len(m.Rec.Sensors) != 1 {
+			t.Fatalf("frame %d: sensors %+v", m.Rec.FrameSeq, m.Rec.Sensors)
+		}
+		s := m.Rec.Sensors[0]
+		n := int(s.Values["n"])
+		if s.Sensor != "imu" || s.Values["ax"] != float64(n)+0.5 {
+			t.Fatalf("sample %+v", s)
+		}
+		if d := s.TNs - m.Rec.TCapture; d < -int64(20*time.Millisecond) || d > int64(20*time.Millisecond) {
+			t.Fatalf("frame %d: sample %d is %v from the capture, outside the 20ms window", m.Rec.FrameSeq, n, time.Duration(d))
+		}
+		// The nearest sample by write time must be n, give or take the one
+		// written just before or after (reception adds a little delay).
+		mu.Lock()
+		best := 0
+		for i, w := range written {
+			if abs64(w-m.Rec.TCapture) < abs64(written[best]-m.Rec.TCapture) {
+				best = i
+			}
+		}
+		mu.Unlock()
+		if n < best-1 || n > best+1 {
+			t.Fatalf("frame %d: attached sample %d, the nearest written was %d", m.Rec.FrameSeq, n, best)
+		}
+		checked++
+	}
+	close(stopIMU)
+	<-imuDone
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }

@@ -4,6 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // replay folders
+	_ "image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"log/slog"
 	"net"
 	"sync"
@@ -12,7 +19,10 @@ import (
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/replay"
+	"github.com/edged-dev/edged/sensors/serialsrc"
 	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/sensors/v4l2"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/onnx"
 	"github.com/edged-dev/edged/umem"
@@ -94,12 +104,102 @@ func newCamera(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.Source,
 	case "synthetic":
 		return synthetic.New(synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
 			Seed: uint64(sc.Seed), PeriodFrames: sc.Period})
+	case "v4l2":
+		opts := v4l2.Options{Name: sc.Name, Device: sc.Device, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
+			Buffers: sc.Buffers, Memory: sc.IO}
+		src, err := v4l2.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return sizedSource{src, v4l2.SlotSizeHint(opts)}, nil
+	case "replay":
+		path := c.Resolve(sc.Path)
+		src, err := replay.New(replay.Options{Name: sc.Name, Path: path, Pixel: pf, FPS: sc.FPS, Loop: sc.Loop})
+		if err != nil {
+			return nil, err
+		}
+		size, err := replaySlotSize(path, pf)
+		if err != nil {
+			return nil, err
+		}
+		return sizedSource{src, size}, nil
 	}
-	return nil, fmt.Errorf("source kind %q is not available in this build", sc.Kind)
+	return nil, fmt.Errorf("source kind %q is not a camera", sc.Kind)
+}
+
+// sizedSource tells the runtime how large a frame slot the source needs
+// before it has started (runtime looks for SlotSize).
+type sizedSource struct {
+	sensors.Source
+	size int
+}
+
+func (s sizedSource) SlotSize() int { return s.size }
+
+// CaptureStats reports how a V4L2 camera captures and what its driver
+// dropped, for metrics (runtime looks for this method).
+func (s sizedSource) CaptureStats() (mode string, counters map[string]uint64) {
+	v, ok := s.Source.(*v4l2.Source)
+	if !ok {
+		return "", nil
+	}
+	st := v.Stats()
+	return st.Mode, map[string]uint64{"corrupt": st.Corrupt, "short": st.Short, "decode": st.Decode,
+		"timeouts": st.Timeouts, "restarts": st.Restarts, "gone": st.Gone}
+}
+
+// replaySlotSize reads a recording's header, or the first image of a
+// folder, for the frame size.
+func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, fmt.Errorf("replay %s: %w", path, err)
+	}
+	if !st.IsDir() {
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		hdr := make([]byte, 32)
+		if _, err := io.ReadFull(f, hdr); err != nil {
+			return 0, fmt.Errorf("replay %s: reading the header: %w", path, err)
+		}
+		h, err := replay.ParseHeader(hdr)
+		if err != nil {
+			return 0, fmt.Errorf("replay %s: %w", path, err)
+		}
+		return h.Format.FrameSize(), nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if ext != ".png" && ext != ".jpg" && ext != ".jpeg" {
+			continue
+		}
+		f, err := os.Open(filepath.Join(path, e.Name()))
+		if err != nil {
+			return 0, err
+		}
+		cfg, _, err := image.DecodeConfig(f)
+		f.Close()
+		if err != nil {
+			return 0, fmt.Errorf("replay %s: %w", e.Name(), err)
+		}
+		if pf == 0 {
+			pf = sensors.RGB24
+		}
+		fm := sensors.Format{Width: cfg.Width, Height: cfg.Height, Pixel: pf}
+		return max(fm.FrameSize(), cfg.Width*cfg.Height*3), nil
+	}
+	return 0, fmt.Errorf("replay %s: no .png or .jpg images in the folder", path)
 }
 
 func newSensor(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.SampleSource, error) {
-	return nil, fmt.Errorf("source kind %q is not available in this build", sc.Kind)
+	return serialsrc.New(serialsrc.Options{Name: sc.Name, Device: c.Resolve(sc.Device), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
 }
 
 func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
