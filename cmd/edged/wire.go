@@ -8,11 +8,11 @@ import (
 	_ "image/jpeg" // replay folders
 	_ "image/png"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"log/slog"
-	"net"
 	"sync"
 	"time"
 
