@@ -75,6 +75,16 @@ type pipelineStats struct {
 
 type poolAdapter struct{ p *umem.Pool }
 
+// TryGet leases a free slot if one is available now (V4L2 uses it to
+// requeue without waiting).
+func (a poolAdapter) TryGet() (sensors.Slot, bool) {
+	s, ok := a.p.TryGet()
+	if !ok {
+		return nil, false
+	}
+	return s, true
+}
+
 func (a poolAdapter) Get(ctx context.Context) (sensors.Slot, error) {
 	s, err := a.p.Get(ctx)
 	if err != nil {

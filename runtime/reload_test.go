@@ -225,6 +225,9 @@ func TestFiftyReloadsAtClient(t *testing.T) {
 			lastGen.Store(m.Rec.Engine.Generation)
 		}
 	}()
+	// The socket exists before the engine is loaded: change the file only
+	// once the first engine serves, or the first change may be what loads.
+	waitFor(t, 30*time.Second, func() bool { return lastGen.Load() == 1 })
 	const reloads = 50
 	for k := 1; k <= reloads; k++ {
 		writeAtomic(t, model, variant(t, k%8))
