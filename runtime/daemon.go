@@ -457,7 +457,11 @@ func (d *daemon) refreshStatus() {
 			if gen != nil {
 				info = fmt.Sprintf(" model %s gen %d %s", gen.Model, gen.Number, gen.SHAPrefix())
 			}
-			parts = append(parts, fmt.Sprintf("%s %.1f fps%s", p.cfg.Name, p.fps(), info))
+			if fps := p.fps(); fps > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f fps%s", p.cfg.Name, fps, info))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s producing results%s", p.cfg.Name, info))
+			}
 		}
 	}
 	sort.Strings(parts)

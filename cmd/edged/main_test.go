@@ -240,7 +240,7 @@ func TestNotifyLifecycle(t *testing.T) {
 	// producing (the exact ordering against the first published result is
 	// checked by runtime's TestDemoPipelineEndToEnd).
 	msgs := n.all()
-	if r := index(msgs, "READY=1"); r+1 >= len(msgs) || !strings.HasPrefix(msgs[r+1], "STATUS=ready: demo ") || !strings.Contains(msgs[r+1], " fps model demo gen 1 ") {
+	if r := index(msgs, "READY=1"); r+1 >= len(msgs) || !strings.HasPrefix(msgs[r+1], "STATUS=ready: demo ") || !strings.Contains(msgs[r+1], " model demo gen 1 ") {
 		t.Fatalf("READY=1 not sent with a running status: %q", msgs)
 	}
 	before := msgs[:index(msgs, "READY=1")]
