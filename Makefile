@@ -94,7 +94,7 @@ HIL_VARS = EDGED_HIL_CAMERA EDGED_HIL_SERIAL EDGED_HIL_SERIAL_PEER EDGED_HIL_ENG
 
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
-	fuzz trt-check hil systemd-verify clean
+	fuzz trt-check trt-check-all trt-test trt-makefile hil systemd-verify clean
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -174,7 +174,7 @@ test-arm64: sysroot $(ORT_LIB_arm64) ## unit tests cross-compiled for arm64, run
 # DESTDIR stages (packaging, or a tree to copy to a Jetson); PREFIX is where it
 # lives on the target. Unit files name /usr/bin/edged and /usr/lib/edged: they
 # are rewritten for another PREFIX. An existing edged.toml is never replaced.
-install: ## install binary, ORT library, units, sysusers/tmpfiles, default config (DESTDIR, PREFIX, INSTALL_ARCH)
+install: $(ORT_DIR)/$(INSTALL_ARCH)/libonnxruntime.so.1 ## install binary, ORT library, units, sysusers/tmpfiles, default config (DESTDIR, PREFIX, INSTALL_ARCH)
 	@test -x $(INSTALL_BIN) || { echo "install: $(INSTALL_BIN) missing: run 'make build' (or 'make cross' with INSTALL_ARCH=arm64) first"; exit 1; }
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/edged
@@ -225,12 +225,23 @@ fuzz: ## run every Fuzz target for FUZZTIME each (default 15s)
 	.ci/fuzz-smoke $(FUZZTIME)
 
 # --- hardware ------------------------------------------------------------------
+# TensorRT headers: JetPack's folder by default, or a TensorRT tag's include/
+# (docs/notes/tensorrt.md). Passed as an absolute path: make -C changes folder.
 TENSORRT_INCLUDE ?= /usr/include/aarch64-linux-gnu
-trt-check: ## hook: TensorRT shim checks (owned by trt/tensorrt)
+TRT_MAKE = $(MAKE) -C trt/tensorrt
+trt-check: trt-makefile ## TensorRT shim checks against real headers (TENSORRT_INCLUDE=DIR, default JetPack's)
+	$(TRT_MAKE) check TENSORRT_INCLUDE=$(abspath $(TENSORRT_INCLUDE))
+
+trt-check-all: trt-makefile ## trt-check for every third_party/TensorRT-*/include
+	$(TRT_MAKE) check-all
+
+trt-test: trt-makefile ## go test -tags tensorrt with the fake libnvinfer (needs 10.3 headers)
+	$(TRT_MAKE) test TENSORRT_INCLUDE=$(abspath $(TENSORRT_INCLUDE))
+
+trt-makefile:
 	@if [[ ! -f trt/tensorrt/Makefile ]]; then \
-		echo "trt-check: trt/tensorrt/Makefile is missing: the TensorRT shim has not added its 'check' target yet (TENSORRT_INCLUDE=$(TENSORRT_INCLUDE))"; exit 1; \
+		echo "trt-check: trt/tensorrt/Makefile is missing: the TensorRT shim has no 'check' target yet"; exit 1; \
 	fi
-	$(MAKE) -C trt/tensorrt check TENSORRT_INCLUDE=$(TENSORRT_INCLUDE)
 
 hil: ## hardware-in-the-loop tests (-tags hil) on a Jetson; devices from EDGED_HIL_* env
 	@for v in $(HIL_VARS); do printf '  %-22s %s\n' "$$v" "$${!v:-(unset: tests needing it skip)}"; done
