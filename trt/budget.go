@@ -1,13 +1,10 @@
 package trt
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"strconv"
+
+	"github.com/edged-dev/edged/umem"
 )
 
 // Budget decides whether a model file of modelBytes bytes may be staged now.
@@ -53,11 +50,13 @@ func (b MemInfoBudget) Check(modelBytes int64) error {
 	} else if reserve < 0 {
 		reserve = 0
 	}
-	path := filepath.Join(rootOr(b.Root), "proc", "meminfo")
-	avail, err := readMemAvailable(path)
+	procRoot := filepath.Join(rootOr(b.Root), "proc")
+	mi, err := umem.ReadMeminfo(procRoot)
 	if err != nil {
 		return nil
 	}
+	avail := int64(min(mi.MemAvailable, 1<<62))
+	path := filepath.Join(procRoot, "meminfo")
 	need := int64(float64(modelBytes)*factor) + reserve
 	if need <= avail {
 		return nil
@@ -74,63 +73,3 @@ func rootOr(root string) string {
 }
 
 func mib(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
-
-// errNoMemAvailable is returned when meminfo lacks a parsable
-// MemAvailable line.
-var errNoMemAvailable = errors.New("trt: no MemAvailable line in meminfo")
-
-// readMemAvailable reads path with one bounded read and parses it.
-func readMemAvailable(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	var buf [8192]byte
-	n, err := io.ReadFull(f, buf[:])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return 0, err
-	}
-	return parseMemAvailable(buf[:n])
-}
-
-// parseMemAvailable returns MemAvailable in bytes from the text of
-// /proc/meminfo ("MemAvailable:   123456 kB").
-func parseMemAvailable(b []byte) (int64, error) {
-	const key = "MemAvailable:"
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		rest, ok := bytes.CutPrefix(line, []byte(key))
-		if !ok {
-			continue
-		}
-		f := bytes.Fields(rest)
-		if len(f) == 0 || len(f) > 2 {
-			return 0, fmt.Errorf("%w: %q", errNoMemAvailable, line)
-		}
-		v, err := strconv.ParseInt(string(f[0]), 10, 64)
-		if err != nil || v < 0 {
-			return 0, fmt.Errorf("%w: %q", errNoMemAvailable, line)
-		}
-		unit := int64(1)
-		if len(f) == 2 {
-			switch string(f[1]) {
-			case "kB":
-				unit = 1024
-			case "B":
-			default:
-				return 0, fmt.Errorf("%w: unit in %q", errNoMemAvailable, line)
-			}
-		}
-		if v > (1<<62)/unit {
-			return 0, fmt.Errorf("%w: %q out of range", errNoMemAvailable, line)
-		}
-		return v * unit, nil
-	}
-	return 0, errNoMemAvailable
-}

@@ -18,9 +18,6 @@ func (r *Reloader) FailWatcher(err error) {
 	r.newWatcher = func() (watcher, error) { return nil, err }
 }
 
-// ParseMemAvailable exposes the meminfo parser.
-var ParseMemAvailable = parseMemAvailable
-
 // TestWatcher is the watcher interface, for fakes in external tests.
 type TestWatcher = watcher
 
