@@ -1,0 +1,183 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/sensorstest"
+	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+)
+
+// scriptedFrames renders n synthetic frames (the demo scene) for a
+// scripted source.
+func scriptedFrames(t *testing.T, n int) ([][]byte, sensors.Format) {
+	t.Helper()
+	src, err := synthetic.New(synthetic.Options{Width: 160, Height: 120, Pixel: sensors.YUYV, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := sensorstest.NewHeapPool(2, src.Format().FrameSize())
+	if err := src.Start(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var out [][]byte
+	for i := 0; i < n; i++ {
+		f, err := src.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, append([]byte(nil), f.Data()...))
+		f.Slot.Release()
+	}
+	return out, src.Format()
+}
+
+func scriptedDaemon(t *testing.T, src *sensorstest.Source, optional bool, notes Notifier) (*recordingSink, func()) {
+	t.Helper()
+	backend := ortBackend(t)
+	sink := newRecordingSink()
+	cfg := defaultConfig(t, func(s string) string {
+		s = strings.Replace(s, "width = 640\nheight = 480", "width = 160\nheight = 120", 1)
+		s = strings.Replace(s, `stall_timeout = "10s"`, `stall_timeout = "1s"`, 1)
+		if optional {
+			s = strings.Replace(s, "optional = false", "optional = true", 1)
+		}
+		return s
+	})
+	f := Factories{
+		Allocator: func(GPUConfig) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
+		Camera:    func(*SourceConfig, *Config) (sensors.Source, error) { return src, nil },
+		Sensor:    func(*SourceConfig, *Config) (sensors.SampleSource, error) { return nil, fmt.Errorf("none") },
+		Backend:   func(string, *ModelConfig, *Config) (trt.Backend, error) { return backend, nil },
+		Sink:      func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) { return sink, nil },
+	}
+	d, err := New(Options{Config: cfg, Factories: f, Notifier: notes, WatchdogInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	return sink, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func statusEvents(s *recordingSink) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ev []string
+	for _, r := range s.status {
+		ev = append(ev, r.Event+":"+r.Source)
+	}
+	return ev
+}
+
+// TestSourceUnplugAndReplug: the camera goes away mid-stream (ErrDeviceGone),
+// fails to come back twice, then returns. The daemon keeps running, every
+// sink gets source_down then source_up, results resume, the watchdog stays
+// fed while it waits, and corrupt frames are dropped and counted.
+func TestSourceUnplugAndReplug(t *testing.T) {
+	frames, format := scriptedFrames(t, 30)
+	src := sensorstest.NewSource("cam0", format)
+	for _, b := range frames[:10] {
+		src.Push(sensorstest.Step{Data: b})
+	}
+	src.Push(sensorstest.Step{Data: frames[10], Flags: sensors.FlagError}) // corrupt: dropped
+	notes := &fakeNotifier{}
+	sink, stop := scriptedDaemon(t, src, false, notes)
+	defer stop()
+	sink.waitResults(t, 1, 30*time.Second)
+	waitFor(t, 30*time.Second, func() bool { return src.Remaining() == 0 })
+	// Unplug: the next dequeue fails, and the first two re-starts find
+	// nothing.
+	src.FailStart(sensors.ErrNotFound, sensors.ErrNotFound)
+	src.Push(sensorstest.Step{Err: fmt.Errorf("VIDIOC_DQBUF: %w", sensors.ErrDeviceGone)})
+	waitFor(t, 30*time.Second, func() bool {
+		ev := statusEvents(sink)
+		return len(ev) > 0 && ev[0] == "source_down:cam0"
+	})
+	pings := count(notes.all(), "WATCHDOG=1")
+	time.Sleep(1500 * time.Millisecond) // longer than stall_timeout while the camera is away
+	if count(notes.all(), "WATCHDOG=1") <= pings {
+		t.Fatal("watchdog not fed while waiting for the camera to come back")
+	}
+	// The camera returns (after the two failed starts): frames flow again.
+	for _, b := range frames[11:] {
+		src.Push(sensorstest.Step{Data: b})
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		ev := statusEvents(sink)
+		return len(ev) >= 2 && ev[1] == "source_up:cam0"
+	})
+	waitFor(t, 30*time.Second, func() bool { return latestFrame(sink) == 29 })
+	results := sink.waitResults(t, 1, time.Second)
+	starts, closes, _ := src.Counts()
+	if starts != 2 || closes < 1 {
+		t.Errorf("starts %d closes %d; want a full close and re-start", starts, closes)
+	}
+	for _, r := range results {
+		if r.FrameSeq == 10 {
+			t.Fatal("the corrupt frame reached the engine")
+		}
+	}
+}
+
+// TestOptionalSourceAbsentAtStart: an optional camera that is not there
+// does not stop the daemon from starting (READY=1 with the pipeline
+// waiting); it is picked up when it appears.
+func TestOptionalSourceAbsentAtStart(t *testing.T) {
+	frames, format := scriptedFrames(t, 5)
+	src := sensorstest.NewSource("cam0", format)
+	src.FailStart(sensors.ErrNotFound, sensors.ErrNotFound, sensors.ErrNotFound)
+	notes := &fakeNotifier{}
+	sink, stop := scriptedDaemon(t, src, true, notes)
+	defer stop()
+	waitFor(t, 30*time.Second, func() bool { return indexOf(notes.all(), "READY=1") >= 0 })
+	r := indexOf(notes.all(), "READY=1")
+	if st := notes.all()[r+1]; !strings.Contains(st, "waiting for cam0") {
+		t.Errorf("status with READY=1: %q", st)
+	}
+	for _, b := range frames {
+		src.Push(sensorstest.Step{Data: b})
+	}
+	// Latest frame wins: older ones may be dropped, the last one is not.
+	waitFor(t, 30*time.Second, func() bool { return latestFrame(sink) == 4 })
+}
+
+func latestFrame(s *recordingSink) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.results) == 0 {
+		return 1<<64 - 1
+	}
+	return s.results[len(s.results)-1].FrameSeq
+}
+
+// TestRequiredSourceMissingFailsStart: a required camera that is absent at
+// start is a start-up failure naming the source (exit status 1).
+func TestRequiredSourceMissingFailsStart(t *testing.T) {
+	_, format := scriptedFrames(t, 1)
+	src := sensorstest.NewSource("cam0", format)
+	src.FailStart(fmt.Errorf("/dev/video9: %w", sensors.ErrNotFound))
+	backend := ortBackend(t)
+	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "width = 640\nheight = 480", "width = 160\nheight = 120", 1) })
+	f := testFactories(t, newRecordingSink(), backend)
+	f.Camera = func(*SourceConfig, *Config) (sensors.Source, error) { return src, nil }
+	d, _ := New(Options{Config: cfg, Factories: f})
+	err := d.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `source "cam0"`) || !strings.Contains(err.Error(), "/dev/video9") {
+		t.Fatalf("Run: %v", err)
+	}
+}
