@@ -70,4 +70,3 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 		})
 	}
 }
-

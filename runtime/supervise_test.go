@@ -172,7 +172,9 @@ func TestRequiredSourceMissingFailsStart(t *testing.T) {
 	src := sensorstest.NewSource("cam0", format)
 	src.FailStart(fmt.Errorf("/dev/video9: %w", sensors.ErrNotFound))
 	backend := ortBackend(t)
-	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "width = 640\nheight = 480", "width = 160\nheight = 120", 1) })
+	cfg := defaultConfig(t, func(s string) string {
+		return strings.Replace(s, "width = 640\nheight = 480", "width = 160\nheight = 120", 1)
+	})
 	f := testFactories(t, newRecordingSink(), backend)
 	f.Camera = func(*SourceConfig, *Config) (sensors.Source, error) { return src, nil }
 	d, _ := New(Options{Config: cfg, Factories: f})
