@@ -89,12 +89,13 @@ BENCH    ?= .
 BENCHTIME ?= 1s
 BENCH_COUNT ?= 1
 BENCH_OUT ?= $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).txt
-# Hardware-in-the-loop devices (make hil); docs/notes/build.md lists them.
-HIL_VARS = EDGED_HIL_CAMERA EDGED_HIL_SERIAL EDGED_HIL_SERIAL_PEER EDGED_HIL_ENGINE EDGED_HIL_ENGINE_BAD EDGED_REQUIRE_GPU
+# Hardware-in-the-loop settings (make hil): every EDGED_HIL_* the tests read,
+# found in the sources, so the list cannot go stale (docs/HIL.md explains them).
+HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | xargs -r grep -hoE 'EDGED_(HIL_[A-Z0-9_]+|REQUIRE_GPU|REQUIRE_ORT)' 2>/dev/null | sort -u)
 
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
-	fuzz trt-check trt-check-all trt-test trt-makefile hil systemd-verify clean
+	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -244,8 +245,18 @@ trt-makefile:
 	fi
 
 hil: ## hardware-in-the-loop tests (-tags hil) on a Jetson; devices from EDGED_HIL_* env
-	@for v in $(HIL_VARS); do printf '  %-22s %s\n' "$$v" "$${!v:-(unset: tests needing it skip)}"; done
+	@for v in $(HIL_VARS); do printf '  %-22s %s\n' "$$v" "$${!v:-(unset)}"; done
 	$(ORT_ENV) $(GO) test -tags 'hil $(TAGS)' -count=1 -timeout 60m $(GOTEST_FLAGS) $(PKGS)
+
+hil-arm64: sysroot ## cross-compile every package's tests with -tags hil into bin/hil-arm64/ (run them on the Jetson)
+	@mkdir -p $(BIN)/hil-arm64
+	for p in $$($(GO) list -tags 'hil $(TAGS)' -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $(PKGS)); do \
+		name=$${p#$(MODULE)}; name=$${name#/}; name=$${name:-edged}; \
+		$(CROSS_ENV) $(GO) test -c -tags 'hil $(TAGS)' -o $(BIN)/hil-arm64/$${name//\//_}.test $$p; \
+	done
+	.ci/check-glibc $(BIN)/hil-arm64/*.test
+	@echo "copy bin/hil-arm64/ and third_party/onnxruntime/arm64/libonnxruntime.so.1 to the Jetson; run each"
+	@echo "X.test from X's folder of a checkout there (testdata), with EDGED_HIL_* and EDGED_ONNXRUNTIME_LIB set"
 
 clean: ## remove bin/ (keeps third_party/ and .sysroot/)
 	rm -rf $(BIN)
