@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -27,6 +28,7 @@ type graph struct {
 	pipelines []*pipeline
 	sensors   map[string]*sensorEntry
 	models    map[string]*model
+	lastGood  *lastGood // nil when there is no state_dir
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -57,6 +59,11 @@ type modelWatcher interface {
 func (d *daemon) startGraph(parent context.Context, c *Config) (_ *graph, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &graph{d: d, cfg: c, sensors: map[string]*sensorEntry{}, models: map[string]*model{}, cancel: cancel}
+	if dir := stateDir(c); dir != "" {
+		g.lastGood = newLastGood(dir, d.log)
+		g.wg.Add(1)
+		go func() { defer g.wg.Done(); g.lastGood.run(ctx) }()
+	}
 	defer func() {
 		if err != nil {
 			g.stop(time.Now().Add(c.Daemon.StopTimeout.Duration))
@@ -197,7 +204,7 @@ func (g *graph) loadModels(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := m.loadFile(ctx, g.d); err != nil {
+		if err := m.loadFile(ctx, g.d, g.lastGood); err != nil {
 			return err
 		}
 	}
@@ -205,17 +212,36 @@ func (g *graph) loadModels(ctx context.Context) error {
 }
 
 // loadFile loads a model file into all its pipelines through a Reloader.
-func (m *model) loadFile(ctx context.Context, d *daemon) error {
-	targets := make([]trt.Target, len(m.targets))
-	for i, p := range m.targets {
-		targets[i] = trt.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p)}
+// When the file cannot be used and a copy of the last good one was kept in
+// the state folder, that copy serves instead (and the file keeps being
+// watched), so a power cut in the middle of replacing an engine does not
+// keep the device from starting.
+func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood) error {
+	newReloader := func(want []trt.Signature) (*trt.Reloader, error) {
+		targets := make([]trt.Target, len(m.targets))
+		for i, p := range m.targets {
+			targets[i] = trt.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p)}
+			if want != nil {
+				targets[i].Want = want[i]
+			}
+		}
+		r, err := trt.NewReloader(trt.ReloaderOptions{
+			Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets,
+			OnEvent: func(ev trt.ReloadEvent) {
+				d.onReload(ev)
+				if lg != nil && ev.Outcome == trt.OutcomeReloaded {
+					lg.keep(m.cfg.Name, m.path, ev.SHA256)
+				}
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
+		}
+		return r, nil
 	}
-	r, err := trt.NewReloader(trt.ReloaderOptions{
-		Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets,
-		OnEvent: func(ev trt.ReloadEvent) { d.onReload(ev) },
-	})
+	r, err := newReloader(nil)
 	if err != nil {
-		return fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
+		return err
 	}
 	m.watch = r
 	start := time.Now()
@@ -223,7 +249,12 @@ func (m *model) loadFile(ctx context.Context, d *daemon) error {
 		if ctx.Err() != nil {
 			return err
 		}
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		r.Close()
+		m.watch = nil
+		return m.fallBack(ctx, d, lg, fmt.Errorf("%w: %w", ErrConfig, err), newReloader)
+	}
+	if lg != nil {
+		lg.keep(m.cfg.Name, m.path, m.targets[0].hot.Current().SHA256)
 	}
 	for _, p := range m.targets {
 		gen := p.hot.Current()
@@ -295,6 +326,45 @@ func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
 	return o
 }
 
+// fallBack serves the kept copy of the last good model file after the
+// configured file failed with cause. It returns cause when there is no
+// usable copy.
+func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause error, newReloader func([]trt.Signature) (*trt.Reloader, error)) error {
+	if lg == nil {
+		return cause
+	}
+	data, sum, err := lg.load(m.cfg.Name)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("cannot read the kept copy of the last good model", "model", m.cfg.Name, "err", err)
+		}
+		return cause
+	}
+	want := make([]trt.Signature, len(m.targets))
+	for i, p := range m.targets {
+		if err := m.loadBytes(ctx, d, p, data, sum, lg.file(m.cfg.Name)); err != nil {
+			d.log.Error("the kept copy of the last good model does not load either", "model", m.cfg.Name, "err", err)
+			return cause
+		}
+		want[i] = trt.SignatureOf(p.hot.Current().Engine)
+	}
+	d.log.Error("model file unusable at start; serving the last good copy from the state folder until the file is fixed",
+		"event", "engine_fallback", "model", m.cfg.Name, "file", m.path, "copy", lg.file(m.cfg.Name), "sha256", shaPrefix(sum), "err", cause)
+	for _, p := range m.targets {
+		d.publish(&stream.Record{Kind: stream.KindStatus, Event: "engine_fallback", Pipeline: p.cfg.Name, Source: m.cfg.Name,
+			Reason: cause.Error(), TNs: monoNow(), Engine: stream.EngineRef{Name: m.cfg.Name, Generation: p.hot.Current().Number, SHA256: shaPrefix(sum)}})
+	}
+	// Keep watching the configured file: the first good version of it
+	// replaces the copy (its signature must match what the pipelines
+	// were built for).
+	r, err := newReloader(want)
+	if err != nil {
+		return err
+	}
+	m.watch = r
+	return nil
+}
+
 // loadInto loads the model for a pipeline at start-up: it must load, fit
 // the pipeline and pass a warm-up inference.
 func (m *model) loadInto(ctx context.Context, d *daemon, p *pipeline) error {
@@ -302,11 +372,16 @@ func (m *model) loadInto(ctx context.Context, d *daemon, p *pipeline) error {
 	if err != nil {
 		return fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
 	}
-	sum := sha256.Sum256(data)
+	return m.loadBytes(ctx, d, p, data, sha256.Sum256(data), m.where())
+}
+
+// loadBytes loads model bytes for a pipeline, binds the pipeline to the
+// engine's tensors, warms the engine up and installs it.
+func (m *model) loadBytes(ctx context.Context, d *daemon, p *pipeline, data []byte, sum [32]byte, from string) error {
 	start := time.Now()
 	eng, err := m.backend.Load(ctx, data, m.loadOptions(d, p))
 	if err != nil {
-		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, m.where(), err)
+		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, from, err)
 	}
 	if err := p.bind(eng); err != nil {
 		eng.Close()
@@ -314,10 +389,10 @@ func (m *model) loadInto(ctx context.Context, d *daemon, p *pipeline) error {
 	}
 	if err := WarmUp(ctx, eng); err != nil {
 		eng.Close()
-		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, m.where(), err)
+		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, from, err)
 	}
 	gen := p.hot.Install(eng, m.cfg.Name, sum)
-	d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", eng.Backend(), "file", m.where(),
+	d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", eng.Backend(), "file", from,
 		"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(eng).String(), "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }

@@ -1,0 +1,153 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// stateDir resolves daemon.state_dir: the configured folder, else
+// $STATE_DIRECTORY (systemd's StateDirectory=), else "" (no state kept).
+func stateDir(c *Config) string {
+	if c.Daemon.StateDir != "" {
+		return c.Resolve(c.Daemon.StateDir)
+	}
+	if dir := os.Getenv("STATE_DIRECTORY"); dir != "" {
+		// systemd may pass several, separated by colons; the first is ours.
+		dir, _, _ = strings.Cut(dir, ":")
+		return dir
+	}
+	return ""
+}
+
+// lastGood keeps, per model, a copy of the last model file that passed
+// validation, under <state_dir>/last-good/. If the configured file cannot be
+// used at start (a power cut in the middle of copying a new engine, a
+// deleted file), the daemon serves the copy instead of refusing to start,
+// and says so. Copies are written tmp+fsync+rename+dir fsync by one
+// goroutine, so a power cut leaves the old copy or the new one, never a
+// torn file.
+type lastGood struct {
+	dir string
+	log *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]saveJob // model name -> newest job
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+type saveJob struct {
+	model, path string
+	sha         [32]byte
+}
+
+func newLastGood(dir string, log *slog.Logger) *lastGood {
+	return &lastGood{dir: filepath.Join(dir, "last-good"), log: log, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
+}
+
+// run writes copies until ctx is done.
+func (l *lastGood) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.wake:
+		}
+		l.mu.Lock()
+		jobs := l.pending
+		l.pending = map[string]saveJob{}
+		l.mu.Unlock()
+		for _, j := range jobs {
+			if err := l.save(j); err != nil {
+				l.log.Warn("cannot keep a copy of the last good model; a broken file at the next start cannot fall back to it", "model", j.model, "dir", l.dir, "err", err)
+			}
+		}
+	}
+}
+
+// keep asks for a copy of the model file whose content has hash sha. The
+// file is read again and copied only if it still has that content.
+func (l *lastGood) keep(model, path string, sha [32]byte) {
+	l.mu.Lock()
+	l.pending[model] = saveJob{model: model, path: path, sha: sha}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *lastGood) file(model string) string { return filepath.Join(l.dir, model+".model") }
+
+func (l *lastGood) save(j saveJob) error {
+	data, err := os.ReadFile(j.path)
+	if err != nil {
+		return err
+	}
+	if sha256.Sum256(data) != j.sha {
+		return nil // the file changed again; its own reload will save it
+	}
+	dst := l.file(j.model)
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := os.MkdirAll(l.dir, 0o750); err != nil {
+		return err
+	}
+	return writeFileAtomic(dst, data)
+}
+
+// load returns the kept copy of a model, or an error wrapping
+// os.ErrNotExist when there is none.
+func (l *lastGood) load(model string) ([]byte, [32]byte, error) {
+	data, err := os.ReadFile(l.file(model))
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	return data, sha256.Sum256(data), nil
+}
+
+// writeFileAtomic writes data to path so that a crash leaves the old file
+// or the new one: temporary file, fsync, rename, fsync of the folder.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+func shaPrefix(sum [32]byte) string { return hex.EncodeToString(sum[:6]) }
