@@ -111,6 +111,12 @@ func (dd *Daemon) Reload(ctx context.Context, cfg *Config) error {
 	}
 }
 
+// ConfigRejected tells every sink that a new configuration file was
+// rejected (the running one stays), with the problems found.
+func (dd *Daemon) ConfigRejected(file string, err error) {
+	dd.d.publishStatus("config_rejected", "", file, err.Error())
+}
+
 // ReloadEngines asks every model to check its file now.
 func (dd *Daemon) ReloadEngines() { dd.d.triggerEngines() }
 
@@ -203,6 +209,7 @@ func (d *daemon) stop() error {
 	deadline := time.Now().Add(budget)
 	d.notify.send("STOPPING=1")
 	d.notify.status("stopping")
+	d.publishStatus("stopping", "", "", "")
 	d.log.Info("stopping", "budget", budget.String())
 	d.mu.Lock()
 	g := d.graph

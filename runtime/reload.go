@@ -25,8 +25,8 @@ func (d *daemon) onReload(ev trt.ReloadEvent) {
 		event, reason = "engine_watch_polling", errString(ev.Reason)
 		log.Warn("file events unavailable; polling the model file", "event", event, "err", ev.Reason)
 	case trt.OutcomeWatching:
-		log.Info("file events available again", "event", "engine_watch_ok")
-		return
+		event = "engine_watch_ok"
+		log.Info("file events available again", "event", event)
 	case trt.OutcomeUnchanged:
 		log.Debug("model file unchanged")
 		return

@@ -391,22 +391,34 @@ func TestSIGHUP(t *testing.T) {
 	}
 	waitLog(t, d, "configuration reloaded")
 
+	c, err := stream.Dial(context.Background(), sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	os.WriteFile(cfg, []byte("[daemon]\nlog_level = \"loud\"\n"), 0o644)
 	d.cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(t, d, "new configuration rejected; keeping the running one")
 	if !strings.Contains(d.stderr.String(), `daemon.log_level: \"loud\" is not one of`) {
 		t.Errorf("rejection does not name the key:\n%s", d.stderr.String())
 	}
-	// Still serving.
-	c, err := stream.Dial(context.Background(), sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Clients are told, and results keep coming.
 	var m stream.Message
-	if err := c.Next(&m); err != nil {
-		t.Fatal(err)
+	results := 0
+	for rejected := false; !rejected || results == 0; {
+		if err := c.Next(&m); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case m.Rec.Type == "status" && m.Rec.Event == "config_rejected":
+			rejected = true
+			if !strings.Contains(m.Rec.Reason, "daemon.log_level") {
+				t.Errorf("config_rejected reason %q", m.Rec.Reason)
+			}
+		case m.Rec.Type == "result" && rejected:
+			results++
+		}
 	}
-	c.Close()
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
 	}

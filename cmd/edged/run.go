@@ -84,6 +84,7 @@ func reloadOnHUP(ctx context.Context, d *edruntime.Daemon, path string, log *slo
 	cfg, what, err := loadConfig(path)
 	if err != nil {
 		log.Error("SIGHUP: new configuration rejected; keeping the running one", "config", what, "err", err)
+		d.ConfigRejected(what, err)
 		d.ReloadEngines()
 		return
 	}
