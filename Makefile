@@ -3,7 +3,7 @@
 # `make help` lists the targets. The two commands of the README:
 #   make run     build and run the daemon on its embedded default config
 #   make test    fetch ONNX Runtime, then go test -race ./... with it required
-# CI (.ci/run) calls the same targets; docs/notes/build.md explains each one.
+# CI (.ci/run) calls the same targets; docs/BUILD.md explains each one.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -227,7 +227,7 @@ fuzz: ## run every Fuzz target for FUZZTIME each (default 15s)
 
 # --- hardware ------------------------------------------------------------------
 # TensorRT headers: JetPack's folder by default, or a TensorRT tag's include/
-# (docs/notes/tensorrt.md). Passed as an absolute path: make -C changes folder.
+# (docs/TENSORRT.md). Passed as an absolute path: make -C changes folder.
 TENSORRT_INCLUDE ?= /usr/include/aarch64-linux-gnu
 TRT_MAKE = $(MAKE) -C trt/tensorrt
 trt-check: trt-makefile ## TensorRT shim checks against real headers (TENSORRT_INCLUDE=DIR, default JetPack's)

@@ -11,7 +11,7 @@ import (
 )
 
 // Hardware-in-the-loop tests for a Jetson with concurrentManagedAccess = 0
-// (Xavier, Orin). Build with -tags hil; see docs/notes/umem.md. On other
+// (Xavier, Orin). Build with -tags hil; see docs/HIL.md. On other
 // GPUs they skip, unless EDGED_HIL_STRICT=1 runs them in strict mode (the
 // same discipline, enforced by umem instead of required by the device).
 

@@ -3,7 +3,7 @@
 package tensorrt
 
 // Hardware-in-the-loop tests for a Jetson (or any machine with TensorRT and
-// a CUDA GPU). docs/notes/tensorrt.md says how to build the engine and run
+// a CUDA GPU). docs/HIL.md says how to build the engine and run
 // them. Environment:
 //
 //	EDGED_HIL_TRT_ENGINE    engine built by trtexec from EDGED_HIL_ONNX (required; unset skips)
@@ -85,7 +85,7 @@ type hil struct {
 func setupHIL(t *testing.T) *hil {
 	t.Helper()
 	if os.Getenv("EDGED_HIL_TRT_ENGINE") == "" {
-		t.Skip("EDGED_HIL_TRT_ENGINE is not set (see docs/notes/tensorrt.md)")
+		t.Skip("EDGED_HIL_TRT_ENGINE is not set (see docs/HIL.md)")
 	}
 	// Managed memory, as on a Jetson; umem applies the
 	// concurrentManagedAccess = 0 rules where the device needs them.
