@@ -1,6 +1,3 @@
-// Package configs holds edged's default configuration and example setups.
-// The default is compiled into the binary: `edged run` with no -config runs
-// it.
 package configs
 
 import _ "embed"
