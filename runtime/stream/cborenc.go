@@ -170,14 +170,7 @@ func appendCBORBody(b []byte, r *Record, level int) []byte {
 		b = appendCBORHead(b, cborUint, r.FrameSeq)
 		b = appendCBORText(b, "t_capture_ns")
 		b = appendCBORInt(b, r.TCaptureNs)
-		b = appendCBORText(b, "engine")
-		b = appendCBORHead(b, cborMap, 3)
-		b = appendCBORText(b, "name")
-		b = appendCBORText(b, r.Engine.Name)
-		b = appendCBORText(b, "generation")
-		b = appendCBORHead(b, cborUint, r.Engine.Generation)
-		b = appendCBORText(b, "sha256")
-		b = appendCBORText(b, r.Engine.SHA256)
+		b = appendCBOREngine(b, &r.Engine)
 		b = appendCBORText(b, "latency_us")
 		b = appendCBORHead(b, cborMap, 4)
 		b = appendCBORText(b, "pre")
@@ -229,14 +222,7 @@ func appendCBORBody(b []byte, r *Record, level int) []byte {
 			b = appendCBORText(b, r.Reason)
 		}
 		if r.Engine.Name != "" {
-			b = appendCBORText(b, "engine")
-			b = appendCBORHead(b, cborMap, 3)
-			b = appendCBORText(b, "name")
-			b = appendCBORText(b, r.Engine.Name)
-			b = appendCBORText(b, "generation")
-			b = appendCBORHead(b, cborUint, r.Engine.Generation)
-			b = appendCBORText(b, "sha256")
-			b = appendCBORText(b, r.Engine.SHA256)
+			b = appendCBOREngine(b, &r.Engine)
 		}
 		b = appendCBORText(b, "t_ns")
 		b = appendCBORInt(b, r.TNs)
@@ -350,4 +336,16 @@ func appendUintDigits(b []byte, v uint64) []byte {
 		}
 	}
 	return append(b, tmp[i:]...)
+}
+
+// appendCBOREngine appends the "engine" key and its map.
+func appendCBOREngine(b []byte, e *EngineRef) []byte {
+	b = appendCBORText(b, "engine")
+	b = appendCBORHead(b, cborMap, 3)
+	b = appendCBORText(b, "name")
+	b = appendCBORText(b, e.Name)
+	b = appendCBORText(b, "generation")
+	b = appendCBORHead(b, cborUint, e.Generation)
+	b = appendCBORText(b, "sha256")
+	return appendCBORText(b, e.SHA256)
 }

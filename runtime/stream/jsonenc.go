@@ -51,13 +51,8 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 		b = strconv.AppendUint(b, r.FrameSeq, 10)
 		b = append(b, `,"t_capture_ns":`...)
 		b = strconv.AppendInt(b, r.TCaptureNs, 10)
-		b = append(b, `,"engine":{"name":`...)
-		b = appendJSONString(b, r.Engine.Name)
-		b = append(b, `,"generation":`...)
-		b = strconv.AppendUint(b, r.Engine.Generation, 10)
-		b = append(b, `,"sha256":`...)
-		b = appendJSONString(b, r.Engine.SHA256)
-		b = append(b, `},"latency_us":{"pre":`...)
+		b = appendJSONEngine(b, &r.Engine)
+		b = append(b, `,"latency_us":{"pre":`...)
 		b = strconv.AppendInt(b, r.Latency.Pre, 10)
 		b = append(b, `,"infer":`...)
 		b = strconv.AppendInt(b, r.Latency.Infer, 10)
@@ -109,13 +104,7 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 			b = appendJSONString(b, r.Reason)
 		}
 		if r.Engine.Name != "" {
-			b = append(b, `,"engine":{"name":`...)
-			b = appendJSONString(b, r.Engine.Name)
-			b = append(b, `,"generation":`...)
-			b = strconv.AppendUint(b, r.Engine.Generation, 10)
-			b = append(b, `,"sha256":`...)
-			b = appendJSONString(b, r.Engine.SHA256)
-			b = append(b, '}')
+			b = appendJSONEngine(b, &r.Engine)
 		}
 		b = append(b, `,"t_ns":`...)
 		b = strconv.AppendInt(b, r.TNs, 10)
@@ -286,4 +275,15 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendJSONEngine appends `,"engine":{...}`.
+func appendJSONEngine(b []byte, e *EngineRef) []byte {
+	b = append(b, `,"engine":{"name":`...)
+	b = appendJSONString(b, e.Name)
+	b = append(b, `,"generation":`...)
+	b = strconv.AppendUint(b, e.Generation, 10)
+	b = append(b, `,"sha256":`...)
+	b = appendJSONString(b, e.SHA256)
+	return append(b, '}')
 }
