@@ -244,6 +244,10 @@ func (d *daemon) reload(ctx context.Context, cfg *Config) error {
 		return nil
 	}
 	old := d.cfg
+	if old.Daemon.MetricsListen != cfg.Daemon.MetricsListen {
+		d.log.Warn("daemon.metrics_listen changed; the metrics server keeps its address until edged restarts",
+			"running", old.Daemon.MetricsListen, "configured", cfg.Daemon.MetricsListen)
+	}
 	d.mu.Lock()
 	g := d.graph
 	d.graph = nil
@@ -409,7 +413,7 @@ func (d *daemon) checkHealth() bool {
 	if g == nil {
 		return true
 	}
-	limit := int64(d.cfg.Daemon.StallTimeout.Duration)
+	limit := int64(g.cfg.Daemon.StallTimeout.Duration)
 	now := monoNow()
 	healthy := true
 	for _, p := range g.pipelines {

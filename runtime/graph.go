@@ -133,7 +133,7 @@ func isAbsent(err error) bool {
 
 func (g *graph) newPipeline(pc *PipelineConfig) *pipeline {
 	d, c := g.d, g.cfg
-	p := &pipeline{d: d, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: &trt.Hot{},
+	p := &pipeline{d: d, stall: c.Daemon.StallTimeout.Duration, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: &trt.Hot{},
 		mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
 	for _, name := range pc.Sensors {
 		p.rings = append(p.rings, g.sensors[name].ring)

@@ -80,7 +80,7 @@ func (d *daemon) checkHealthQuiet() bool {
 	if g == nil {
 		return true
 	}
-	limit, now := int64(d.cfg.Daemon.StallTimeout.Duration), monoNow()
+	limit, now := int64(g.cfg.Daemon.StallTimeout.Duration), monoNow()
 	for _, p := range g.pipelines {
 		if now-p.captureStamp.Load() > limit || now-p.inferStamp.Load() > limit {
 			return false

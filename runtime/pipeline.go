@@ -32,6 +32,7 @@ const (
 // and infer (everything after the mailbox).
 type pipeline struct {
 	d     *daemon
+	stall time.Duration // daemon.stall_timeout of the configuration this pipeline belongs to
 	cfg   *PipelineConfig
 	scfg  *SourceConfig
 	log   *slog.Logger
@@ -235,7 +236,7 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (p *pipeline) idle() time.Duration {
-	return max(p.d.cfg.Daemon.StallTimeout.Duration/4, 50*time.Millisecond)
+	return max(p.stall/4, 50*time.Millisecond)
 }
 
 func (p *pipeline) stampCapture() { p.captureStamp.Store(monoNow()) }
