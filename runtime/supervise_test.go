@@ -183,3 +183,64 @@ func TestRequiredSourceMissingFailsStart(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestConfigReload replaces the configuration of a running daemon (as
+// SIGHUP does): RELOADING=1 then READY=1, the unchanged sink is kept, the
+// pipeline restarts with the new settings, and an identical configuration
+// only re-checks engines. Run with -race it also guards the hand-over
+// between the old and the new pipelines.
+func TestConfigReload(t *testing.T) {
+	backend := ortBackend(t)
+	sink := newRecordingSink()
+	notes := &fakeNotifier{}
+	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1) })
+	sinks := 0
+	f := testFactories(t, sink, backend)
+	f.Sink = func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) { sinks++; return sink, nil }
+	dd, err := New(Options{Config: cfg, Factories: f, Notifier: notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- dd.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	sink.waitResults(t, 20, 30*time.Second)
+	next := defaultConfig(t, func(s string) string {
+		s = strings.Replace(s, "fps = 30.0", "fps = 150.0", 1)
+		return strings.Replace(s, "seed = 1 ", "seed = 7 ", 1)
+	})
+	if err := dd.Reload(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if !hasStatus(sink, "config_reloaded") {
+		t.Error("no config_reloaded status")
+	}
+	states := notes.all()
+	r := indexOf(states, "RELOADING=1")
+	if r < 0 || indexOf(states[r:], "READY=1") < 0 {
+		t.Errorf("RELOADING=1 then READY=1 expected: %q", states)
+	}
+	if sinks != 1 {
+		t.Errorf("the unchanged sink was rebuilt (%d sinks built)", sinks)
+	}
+	// Results of the new pipeline: its camera restarted at frame 0 with seed 7.
+	n := len(sink.waitResults(t, 1, time.Second))
+	results := sink.waitResults(t, n+20, 30*time.Second)
+	opts := syntheticOptions(next.Source("cam0"))
+	last := results[len(results)-1]
+	if got, want := last.Outputs[0].Classes[0].Index, synthetic.TruthAt(opts, last.FrameSeq).Background; got != want {
+		t.Errorf("after the reload: class %d, want %d", got, want)
+	}
+	if err := dd.Reload(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if count(notes.all(), "RELOADING=1") != 2 {
+		t.Errorf("second reload: %q", notes.all())
+	}
+}
