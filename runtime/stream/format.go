@@ -35,14 +35,7 @@ func AppendText(b []byte, m *Message) []byte {
 		b = append(b, " t="...)
 		b = appendSeconds(b, r.TCapture)
 		if e := r.Engine; e != nil {
-			b = append(b, " engine "...)
-			b = appendText(b, e.Name)
-			b = append(b, " g"...)
-			b = strconv.AppendUint(b, e.Generation, 10)
-			if e.SHA256 != "" {
-				b = append(b, ' ')
-				b = appendText(b, e.SHA256)
-			}
+			b = appendEngineText(b, e)
 		}
 		if l := r.LatencyUs; l != nil {
 			b = append(b, " latency "...)
@@ -92,14 +85,7 @@ func AppendText(b []byte, m *Message) []byte {
 			b = appendText(b, r.Source)
 		}
 		if e := r.Engine; e != nil {
-			b = append(b, " engine "...)
-			b = appendText(b, e.Name)
-			b = append(b, " g"...)
-			b = strconv.AppendUint(b, e.Generation, 10)
-			if e.SHA256 != "" {
-				b = append(b, ' ')
-				b = appendText(b, e.SHA256)
-			}
+			b = appendEngineText(b, e)
 		}
 		if r.Reason != "" {
 			b = append(b, ": "...)
@@ -131,14 +117,7 @@ func appendOutputText(b []byte, o DecodedOutput) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, ' ')
-			if d.Label != "" {
-				b = appendText(b, d.Label)
-			} else {
-				b = strconv.AppendInt(b, int64(d.Class), 10)
-			}
-			b = append(b, ' ')
-			b = strconv.AppendFloat(b, float64(d.Score), 'f', 2, 32)
+			b = appendLabelScore(b, d.Label, d.Class, d.Score)
 			b = append(b, " ["...)
 			for j, v := range d.Box {
 				if j > 0 {
@@ -153,14 +132,7 @@ func appendOutputText(b []byte, o DecodedOutput) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, ' ')
-			if c.Label != "" {
-				b = appendText(b, c.Label)
-			} else {
-				b = strconv.AppendInt(b, int64(c.Index), 10)
-			}
-			b = append(b, ' ')
-			b = strconv.AppendFloat(b, float64(c.Score), 'f', 2, 32)
+			b = appendLabelScore(b, c.Label, c.Index, c.Score)
 		}
 	case o.Shape != nil:
 		b = append(b, " ["...)
@@ -213,4 +185,30 @@ func appendSeconds(b []byte, ns int64) []byte {
 
 func appendMillis(b []byte, us int64) []byte {
 	return append(strconv.AppendFloat(b, float64(us)/1e3, 'f', 2, 64), "ms"...)
+}
+
+// appendEngineText appends " engine NAME gN SHA".
+func appendEngineText(b []byte, e *DecodedEngine) []byte {
+	b = append(b, " engine "...)
+	b = appendText(b, e.Name)
+	b = append(b, " g"...)
+	b = strconv.AppendUint(b, e.Generation, 10)
+	if e.SHA256 != "" {
+		b = append(b, ' ')
+		b = appendText(b, e.SHA256)
+	}
+	return b
+}
+
+// appendLabelScore appends " LABEL 0.93", the index standing in for a
+// missing label.
+func appendLabelScore(b []byte, label string, index int, score float32) []byte {
+	b = append(b, ' ')
+	if label != "" {
+		b = appendText(b, label)
+	} else {
+		b = strconv.AppendInt(b, int64(index), 10)
+	}
+	b = append(b, ' ')
+	return strconv.AppendFloat(b, float64(score), 'f', 2, 32)
 }
