@@ -354,12 +354,14 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	}
 	t3 := monoNow()
 	r.Latency = stream.Latency{Pre: (t1 - t0) / 1000, Infer: (t2 - t1) / 1000, Post: (t3 - t2) / 1000, Total: (t3 - tCapture) / 1000}
-	for _, s := range p.sinks {
-		s.Publish(r)
-	}
+	// Counted before it is handed to the sinks: a client that has seen a
+	// result finds it in edged_results_total.
 	p.stats.results.Add(1)
 	p.stats.latencyTotal.observe(t3 - tCapture)
 	p.stats.latencyInfer.observe(t2 - t1)
+	for _, s := range p.sinks {
+		s.Publish(r)
+	}
 	p.stampInfer()
 	if !p.published.Swap(true) {
 		p.state.Store(int32(stateRunning))
