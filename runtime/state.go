@@ -5,13 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/edged-dev/edged/internal/atomicfile"
 )
 
 // stateDir resolves daemon.state_dir: the configured folder, else
@@ -103,7 +103,7 @@ func (l *lastGood) save(j saveJob) error {
 	if err := os.MkdirAll(l.dir, 0o750); err != nil {
 		return err
 	}
-	return writeFileAtomic(dst, data)
+	return atomicfile.Write(dst, data, 0o600)
 }
 
 // load returns the kept copy of a model, or an error wrapping
@@ -114,40 +114,6 @@ func (l *lastGood) load(model string) ([]byte, [32]byte, error) {
 		return nil, [32]byte{}, err
 	}
 	return data, sha256.Sum256(data), nil
-}
-
-// writeFileAtomic writes data to path so that a crash leaves the old file
-// or the new one: temporary file, fsync, rename, fsync of the folder.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
 }
 
 func shaPrefix(sum [32]byte) string { return hex.EncodeToString(sum[:6]) }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/edged-dev/edged/internal/atomicfile"
 )
 
 // CompileOptions configure Device.Compile.
@@ -156,39 +158,14 @@ func parseCacheEntry(b []byte) ([]byte, error) {
 	return body, nil
 }
 
-// writeFileAtomic writes through a temporary file in the same directory,
-// fsyncs it, renames it over path and fsyncs the directory, so a power cut
-// leaves the old entry or the new one, never a torn one.
+// writeFileAtomic writes a cache entry so that a power cut leaves the old
+// entry or the new one, never a torn one; it creates the cache folder.
 func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("umem: kernel cache: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("umem: kernel cache: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return fmt.Errorf("umem: kernel cache %s: %w", path, err)
-	}
-	if df, err := os.Open(dir); err == nil {
-		err = df.Sync()
-		df.Close()
-		if err != nil {
-			return fmt.Errorf("umem: kernel cache: fsync %s: %w", dir, err)
-		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 
+	"github.com/edged-dev/edged/internal/atomicfile"
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/trt/demomodel"
 )
@@ -47,26 +48,7 @@ func cmdDemoModel(_ context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "edged demo-model: %v\n", err)
 		return exitFailure
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".tmp*")
-	if err != nil {
-		fmt.Fprintf(stderr, "edged demo-model: %v\n", err)
-		return exitFailure
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), *out)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.Write(*out, data, 0o644); err != nil {
 		fmt.Fprintf(stderr, "edged demo-model: %v\n", err)
 		return exitFailure
 	}
