@@ -15,7 +15,8 @@ import (
 //	EDGED_FAILPOINTS="pipeline/infer=hang:50,pipeline/preprocess=delay:200ms"
 //
 // Names: pipeline/infer, pipeline/preprocess, pipeline/context-lost (the
-// inference fails as after a sticky CUDA error). Actions: hang[:N] (from the
+// inference fails as after a sticky CUDA error), state/write (a last-good
+// copy fails with ENOSPC, as on a full disk). Actions: hang[:N] (from the
 // Nth hit on, block until the daemon stops), delay:DURATION, error[:N].
 // Unset in production, where a check is a nil-map test.
 var failpoints = parseFailpoints(os.Getenv("EDGED_FAILPOINTS"))

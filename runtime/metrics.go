@@ -153,6 +153,10 @@ func (d *daemon) writeMetrics(w io.Writer) {
 		m.gauge("edged_system_memory_available_bytes", "MemAvailable from /proc/meminfo (on Jetson also the GPU's memory).", float64(mi.MemAvailable))
 	}
 	if g != nil {
+		if lg := g.lastGood; lg != nil {
+			m.counter("edged_state_writes_total", "Last-good model copies written to the state folder, by result (error: disk full, read-only; serving goes on).", float64(lg.writes.Load()), "result", "ok")
+			m.counter("edged_state_writes_total", "", float64(lg.writeErrors.Load()), "result", "error")
+		}
 		now := monoNow()
 		for _, p := range g.pipelines {
 			pl := []string{"pipeline", p.cfg.Name}

@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/edged-dev/edged/internal/atomicfile"
 )
@@ -43,6 +46,11 @@ type lastGood struct {
 	pending map[string]saveJob // model name -> newest job
 	wake    chan struct{}
 	done    chan struct{}
+
+	// Copies written and failed (disk full, read-only state folder): the
+	// daemon keeps serving either way; edged_state_writes_total shows it.
+	writes, writeErrors atomic.Uint64
+	errs                rateLog
 }
 
 type saveJob struct {
@@ -67,8 +75,13 @@ func (l *lastGood) run(ctx context.Context) {
 		l.pending = map[string]saveJob{}
 		l.mu.Unlock()
 		for _, j := range jobs {
-			if err := l.save(j); err != nil {
-				l.log.Warn("cannot keep a copy of the last good model; a broken file at the next start cannot fall back to it", "model", j.model, "dir", l.dir, "err", err)
+			wrote, err := l.save(ctx, j)
+			switch {
+			case err != nil:
+				l.writeErrors.Add(1)
+				l.errs.log(l.log, "cannot keep a copy of the last good model; a broken file at the next start cannot fall back to it", "model", j.model, "dir", l.dir, "err", err)
+			case wrote:
+				l.writes.Add(1)
 			}
 		}
 	}
@@ -88,22 +101,31 @@ func (l *lastGood) keep(model, path string, sha [32]byte) {
 
 func (l *lastGood) file(model string) string { return filepath.Join(l.dir, model+".model") }
 
-func (l *lastGood) save(j saveJob) error {
+// save copies the job's file into the state folder; wrote is false when
+// there was nothing to do (the file changed again, or the copy is current).
+// What was kept before stays intact when it fails.
+func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) {
 	data, err := os.ReadFile(j.path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if sha256.Sum256(data) != j.sha {
-		return nil // the file changed again; its own reload will save it
+		return false, nil // the file changed again; its own reload will save it
 	}
 	dst := l.file(j.model)
 	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
-		return nil
+		return false, nil
+	}
+	if failpoint(ctx, "state/write") {
+		return false, fmt.Errorf("write %s: %w (failpoint state/write)", dst, syscall.ENOSPC)
 	}
 	if err := os.MkdirAll(l.dir, 0o750); err != nil {
-		return err
+		return false, err
 	}
-	return atomicfile.Write(dst, data, 0o600)
+	if err := atomicfile.Write(dst, data, 0o600); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // load returns the kept copy of a model, or an error wrapping

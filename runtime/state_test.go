@@ -82,3 +82,67 @@ func TestLastGoodSurvivesTornModelFile(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool { return latestGeneration(sink) == 2 })
 	waitFor(t, 30*time.Second, keptIs(5))
 }
+
+// TestStateDiskFull is fault 17 of the reliability table: the state folder
+// is full (failpoint state/write: ENOSPC from the second copy on). Reloads
+// and inference go on, the failure is counted in edged_state_writes_total,
+// and the copy kept before stays intact.
+func TestStateDiskFull(t *testing.T) {
+	backend := ortBackend(t)
+	old := failpoints
+	failpoints = parseFailpoints("state/write=error:2")
+	defer func() { failpoints = old }()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	model := filepath.Join(dir, "demo.onnx")
+	writeAtomic(t, model, variant(t, 0))
+	cfg := defaultConfig(t, func(s string) string {
+		s = strings.Replace(s, `state_dir = ""`, `state_dir = "`+state+`"`, 1)
+		s = strings.Replace(s, "fps = 30.0", "fps = 100.0", 1)
+		return strings.Replace(s, `path = "builtin:demo"`, `path = "`+model+`"`, 1)
+	})
+	sink := newRecordingSink()
+	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	metric := func(result string) string {
+		var b strings.Builder
+		d.d.writeMetrics(&b)
+		for _, line := range strings.Split(b.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, `edged_state_writes_total{result="`+result+`"} `); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	kept := filepath.Join(state, "last-good", "demo.model")
+	v0 := variant(t, 0)
+	waitFor(t, 30*time.Second, func() bool { b, err := os.ReadFile(kept); return err == nil && bytes.Equal(b, v0) })
+	waitFor(t, 5*time.Second, func() bool { return metric("ok") == "1" })
+
+	// The disk is full now: the new model is served, its copy cannot be kept.
+	writeAtomic(t, model, variant(t, 3))
+	waitFor(t, 30*time.Second, func() bool { return latestGeneration(sink) == 2 })
+	waitFor(t, 30*time.Second, func() bool { return metric("error") == "1" })
+	n := len(sink.waitResults(t, 1, time.Second))
+	sink.waitResults(t, n+20, 30*time.Second)
+	if b, err := os.ReadFile(kept); err != nil || !bytes.Equal(b, v0) {
+		t.Errorf("the copy kept before the disk filled changed (%v)", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "last-good")); len(ents) != 1 {
+		t.Errorf("state folder holds %d entries, want the one copy", len(ents))
+	}
+	if got := metric("ok"); got != "1" {
+		t.Errorf(`edged_state_writes_total{result="ok"} = %q, want 1`, got)
+	}
+}
