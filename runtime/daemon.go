@@ -45,7 +45,10 @@ type daemon struct {
 	engineReq chan struct{}
 	fatalErr  chan error // an unrecoverable failure: stop and exit 1
 
-	mu      sync.Mutex // protects the fields below
+	// mu protects the fields below. They are written only by the run
+	// goroutine (start, SIGHUP reloads, stop), which may read them without
+	// it; every other reader (publishers, /metrics, health) takes it.
+	mu      sync.Mutex
 	alloc   umem.Allocator
 	sinks   map[string]*sinkEntry
 	graph   *graph
@@ -297,7 +300,9 @@ func (d *daemon) startSinks(c *Config) error {
 	for name, e := range d.sinks {
 		if !keep[name] {
 			d.stopSink(e, deadline)
+			d.mu.Lock()
 			delete(d.sinks, name)
+			d.mu.Unlock()
 		}
 	}
 	for i := range c.Sinks {
@@ -317,7 +322,9 @@ func (d *daemon) startSinks(c *Config) error {
 				d.log.Error("sink failed", "sink", sc.Name, "err", err)
 			}
 		}()
+		d.mu.Lock()
 		d.sinks[sc.Name] = e
+		d.mu.Unlock()
 		d.log.Info("sink started", "sink", sc.Name, "kind", sc.Kind)
 	}
 	return nil
@@ -375,7 +382,9 @@ func (d *daemon) stopSinks(deadline time.Time) error {
 	var errs []error
 	for name, e := range d.sinks {
 		errs = append(errs, d.stopSink(e, deadline))
+		d.mu.Lock()
 		delete(d.sinks, name)
+		d.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }

@@ -39,6 +39,7 @@ func (s *recordingSink) Publish(r *stream.Record) {
 		o.Classes = append([]stream.Class(nil), o.Classes...)
 		c.Outputs[i] = o
 	}
+	c.Sensors = append([]sensors.Sample(nil), r.Sensors...)
 	s.mu.Lock()
 	if r.Kind == stream.KindResult {
 		s.results = append(s.results, c)

@@ -10,9 +10,11 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/BurntSushi/toml"
+
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -38,7 +40,7 @@ type sensorEntry struct {
 	cfg  *SourceConfig
 	src  sensors.SampleSource
 	ring *sensors.Ring
-	up   bool
+	up   atomic.Bool // written by the sensor's goroutine, read by /metrics
 }
 
 // model is one [[model]] and the pipelines (targets) using it.
@@ -90,7 +92,7 @@ func (d *daemon) startGraph(parent context.Context, c *Config) (_ *graph, err er
 			}
 			d.log.Info("optional sensor absent; waiting for it", "source", e.cfg.Name, "device", e.cfg.Device, "err", err)
 		} else {
-			e.up = true
+			e.up.Store(true)
 		}
 	}
 	// Pipelines: engines first (a pipeline's tensors are fixed by its
@@ -435,7 +437,7 @@ func (g *graph) runSensor(ctx context.Context, e *sensorEntry) {
 	backoff := minBackoff
 	var errs rateLog
 	for ctx.Err() == nil {
-		if !e.up {
+		if !e.up.Load() {
 			if err := e.src.Start(ctx); err != nil {
 				if ctx.Err() != nil {
 					return
@@ -447,7 +449,8 @@ func (g *graph) runSensor(ctx context.Context, e *sensorEntry) {
 				backoff = min(backoff*2, maxBackoff)
 				continue
 			}
-			e.up, backoff = true, minBackoff
+			e.up.Store(true)
+			backoff = minBackoff
 			log.Info("sensor up", "event", "source_up")
 			g.d.publishStatus("source_up", "", e.cfg.Name, "")
 		}
@@ -457,7 +460,7 @@ func (g *graph) runSensor(ctx context.Context, e *sensorEntry) {
 				if ctx.Err() != nil {
 					return
 				}
-				e.up = false
+				e.up.Store(false)
 				log.Warn("sensor down", "event", "source_down", "err", err)
 				g.d.publishStatus("source_down", "", e.cfg.Name, err.Error())
 				e.src.Close()

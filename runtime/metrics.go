@@ -222,7 +222,7 @@ func (d *daemon) writeMetrics(w io.Writer) {
 			m.gauge("edged_engine_watch_polling", "1 while file events are unavailable and the model file is polled.", b2f(st.Polling), "model", name)
 		}
 		for name, e := range g.sensors {
-			m.gauge("edged_source_up", "", b2f(e.up), "source", name)
+			m.gauge("edged_source_up", "", b2f(e.up.Load()), "source", name)
 			m.gauge("edged_sensor_samples", "Samples kept for matching.", float64(e.ring.Len()), "source", name)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,5 +243,111 @@ func TestConfigReload(t *testing.T) {
 	}
 	if count(notes.all(), "RELOADING=1") != 2 {
 		t.Errorf("second reload: %q", notes.all())
+	}
+}
+
+// TestSerialSensorUnplugWhileScraped: a serial sensor's samples are attached
+// to results; the sensor goes away (ErrDeviceGone) and comes back while
+// /metrics is scraped in a loop. Sinks get source_down then source_up for
+// it, edged_source_up follows, results keep flowing throughout, and samples
+// are attached again afterwards. Under -race it also guards the state the
+// sensor's goroutine shares with the metrics handler.
+func TestSerialSensorUnplugWhileScraped(t *testing.T) {
+	backend := ortBackend(t)
+	sink := newRecordingSink()
+	imu := sensorstest.NewSampleSource("imu")
+	cfg := defaultConfig(t, func(s string) string {
+		s = strings.Replace(s, "fps = 30.0", "fps = 100.0", 1)
+		s = strings.Replace(s, "sensors = []", `sensors = ["imu"]`, 1)
+		s = strings.Replace(s, `sensor_window = "50ms"`, `sensor_window = "1s"`, 1)
+		return strings.Replace(s, "[[model]]", "[[source]]\nname = \"imu\"\nkind = \"serial\"\ndevice = \"/dev/ttyIMU\"\nprotocol = \"csv\"\ncolumns = [\"ax\"]\n\n[[model]]", 1)
+	})
+	f := testFactories(t, sink, backend)
+	f.Sensor = func(sc *SourceConfig, _ *Config) (sensors.SampleSource, error) { return imu, nil }
+	d, err := New(Options{Config: cfg, Factories: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var scrapes atomic.Int64
+	scraped := make(chan struct{})
+	up := make(chan string, 1)
+	go func() {
+		defer close(scraped)
+		for ctx.Err() == nil {
+			var b strings.Builder
+			d.d.writeMetrics(&b)
+			for _, line := range strings.Split(b.String(), "\n") {
+				if v, ok := strings.CutPrefix(line, `edged_source_up{source="imu"} `); ok {
+					select {
+					case <-up:
+					default:
+					}
+					up <- v
+				}
+			}
+			scrapes.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	defer func() { cancel(); <-scraped }()
+	upIs := func(want string) func() bool {
+		return func() bool {
+			select {
+			case v := <-up:
+				return v == want
+			default:
+				return false
+			}
+		}
+	}
+	withSample := func(n int) {
+		t.Helper()
+		for got := 0; got < n; {
+			var x sensors.Sample
+			x.Kind, x.N = "csv", 1
+			x.Values[0] = 1.5
+			imu.Push(x)
+			time.Sleep(5 * time.Millisecond)
+			for _, r := range sink.waitResults(t, 1, time.Second) {
+				if len(r.Sensors) > 0 && r.Sensors[0].Sensor == "imu" && r.Sensors[0].Values[0] == 1.5 {
+					got++
+				}
+			}
+			if got > 0 {
+				return
+			}
+		}
+	}
+	withSample(1)
+	waitFor(t, 10*time.Second, upIs("1"))
+
+	imu.PushErr(fmt.Errorf("read /dev/ttyIMU: %w", sensors.ErrDeviceGone))
+	waitFor(t, 10*time.Second, func() bool {
+		for _, e := range statusEvents(sink) {
+			if e == "source_down:imu" {
+				return true
+			}
+		}
+		return false
+	})
+	n := len(sink.waitResults(t, 1, time.Second))
+	sink.waitResults(t, n+10, 10*time.Second) // the camera's results do not wait for the sensor
+	waitFor(t, 10*time.Second, func() bool {
+		ev := statusEvents(sink)
+		return len(ev) > 0 && ev[len(ev)-1] == "source_up:imu"
+	})
+	waitFor(t, 10*time.Second, upIs("1"))
+	withSample(1)
+	if scrapes.Load() < 10 {
+		t.Errorf("only %d scrapes while the sensor went and came back", scrapes.Load())
 	}
 }
