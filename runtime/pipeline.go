@@ -226,9 +226,14 @@ func (p *pipeline) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// Restart delays of a source or sensor that failed or went away: doubling
+// from minBackoff, capped at maxBackoff, each drawn from [d/2, d]. The cap
+// bounds how long a replugged camera or adapter waits to be found again
+// (≤ 2 s after it reappears); a failed open of an absent device costs one
+// syscall, and the log line is rate-limited.
 const (
 	minBackoff = 100 * time.Millisecond
-	maxBackoff = 5 * time.Second
+	maxBackoff = 2 * time.Second
 )
 
 func jitter(d time.Duration) time.Duration {
