@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -579,6 +580,82 @@ func TestSerialSinkOverPty(t *testing.T) {
 	}
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
+	}
+}
+
+// TestSIGTERMAtRandomMoments is fault 15 of the reliability table: SIGTERM
+// at a random moment while results stream to a serial port and a socket.
+// Every time: STOPPING=1, exit 0 within the stop budget, the socket file
+// removed, and the serial byte stream ends with a complete COBS frame —
+// no torn record after the last good one, no CRC or framing error.
+func TestSIGTERMAtRandomMoments(t *testing.T) {
+	lib := needORT(t)
+	rounds, budget := 16, 2*time.Second
+	if os.Getenv("EDGED_EXEC_WRAPPER") != "" || testing.Short() {
+		rounds, budget = 3, 10*time.Second // qemu: slower start and stop
+	}
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 15))
+	t.Logf("seed %d", seed)
+	for round := range rounds {
+		delay := time.Duration(rng.Int64N(int64(400 * time.Millisecond)))
+		master, slave, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pty: %v", err)
+		}
+		var wire syncBuffer
+		copied := make(chan struct{})
+		go func() { io.Copy(&wire, master); close(copied) }()
+		n := newNotifySocket(t)
+		cfg, sock := testConfig(t, t.TempDir(),
+			"fps = 30.0", "fps = 120.0",
+			`sinks = ["local"]`, `sinks = ["local", "uart"]`,
+			`# Serial (UART) sink:`, "[[sink]]\nname = \"uart\"\nkind = \"serial\"\ndevice = \""+slave.Name()+"\"\nbaud = 921600\n# Serial (UART) sink:")
+		d := start(t, lib, cfg, sock, "NOTIFY_SOCKET="+n.path)
+		n.waitFor(t, "READY=1", 30*time.Second, func(m []string) bool { return index(m, "READY=1") >= 0 })
+		time.Sleep(delay)
+		code, took := d.stop(t)
+		// The daemon's end of the pty is closed; closing ours makes the
+		// master report EIO once everything written has been read.
+		slave.Close()
+		select {
+		case <-copied:
+		case <-time.After(10 * time.Second):
+			t.Fatal("pty master never reported the end of the stream")
+		}
+		master.Close()
+		data := []byte(wire.String())
+		if code != 0 || took > budget {
+			t.Fatalf("round %d (SIGTERM %v after READY): exit %d after %v", round, delay, code, took)
+		}
+		if index(n.all(), "STOPPING=1") < 0 {
+			t.Errorf("round %d: no STOPPING=1", round)
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("round %d: socket file left behind (%v)", round, err)
+		}
+		if len(data) == 0 || data[len(data)-1] != 0 {
+			t.Fatalf("round %d (SIGTERM %v after READY): serial stream of %d bytes does not end with a frame delimiter", round, delay, len(data))
+		}
+		dec := stream.NewDecoder(bytes.NewReader(data), stream.DecoderOptions{Framing: stream.FramingSerial})
+		var m stream.Message
+		results := 0
+		for {
+			err := dec.Next(&m)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if m.Rec.Type == "result" {
+				results++
+			}
+		}
+		if st := dec.Stats(); st.CRCErrors != 0 || st.FrameErrors != 0 || st.Missed != 0 || results == 0 {
+			t.Fatalf("round %d (SIGTERM %v after READY): %d results, decoder %+v", round, delay, results, st)
+		}
+		t.Logf("round %d: SIGTERM %v after READY, exit 0 in %v, %d results, %d bytes on the wire", round, delay.Round(time.Millisecond), took.Round(time.Millisecond), results, len(data))
 	}
 }
 
