@@ -96,8 +96,9 @@ type SocketOptions struct {
 	// dropped (shape kept, "truncated":true), then outputs and sensors.
 	MaxRecordBytes int
 	// AllowUIDs and AllowGIDs, when either is non-empty, admit only peers
-	// whose uid, or primary gid, is listed (SO_PEERCRED). Others get an
-	// error record and are closed. File permissions apply first.
+	// whose uid, primary gid (SO_PEERCRED) or one of whose supplementary
+	// groups (SO_PEERGROUPS) is listed. Others get an error record and are
+	// closed. File permissions apply first.
 	AllowUIDs, AllowGIDs []uint32
 	// OnControl handles control requests ({"reload":"engines"}). It runs
 	// on the requesting client's reader goroutine and should return

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -812,10 +813,13 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "s.sock")
+	// The helper also belongs to a supplementary group, as a user added to
+	// the socket's group with usermod -aG is.
+	const extraGID = 54321
 	run := func(s *Socket) string {
 		cmd := exec.Command(bin, "-test.run=^$")
 		cmd.Env = append(os.Environ(), "STREAM_TEST_HELPER=client", "STREAM_TEST_SOCKET="+s.Path())
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{extraGID}}}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("helper: %v: %s", err, out)
@@ -829,8 +833,19 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 		t.Fatalf("client of uid %d got %q, want an error record naming its uid", uid, out)
 	}
 	e := ev.wait(t, ClientRejected)
-	if e.Peer.UID != uid || e.Peer.GID != gid || !errors.Is(e.Err, ErrNotAllowed) {
+	if e.Peer.UID != uid || e.Peer.GID != gid || !slices.Equal(e.Peer.Groups, []uint32{extraGID}) || !errors.Is(e.Err, ErrNotAllowed) {
 		t.Fatalf("rejection event %+v", e)
+	}
+	s.Close()
+
+	// Allowed by a supplementary group (SO_PEERGROUPS).
+	s, ev = newSocket(t, SocketOptions{Path: path, Mode: 0o666, AllowGIDs: []uint32{extraGID}})
+	go func() {
+		ev.wait(t, ClientConnected)
+		s.Publish(result("p", 41))
+	}()
+	if out := run(s); out != "result 41" {
+		t.Fatalf("allowlisted supplementary group: client got %q", out)
 	}
 	s.Close()
 
