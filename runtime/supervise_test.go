@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -349,5 +350,80 @@ func TestSerialSensorUnplugWhileScraped(t *testing.T) {
 	withSample(1)
 	if scrapes.Load() < 10 {
 		t.Errorf("only %d scrapes while the sensor went and came back", scrapes.Load())
+	}
+}
+
+// TestSinkChangeWhileScraped: configuration reloads that add and remove a
+// sink while /metrics is scraped and status records are published from
+// other goroutines (as sensors and the engine reloader do). Under -race it
+// guards the daemon's sink table; a concurrent map write there once could
+// have killed the process on a SIGHUP.
+func TestSinkChangeWhileScraped(t *testing.T) {
+	backend := ortBackend(t)
+	sink := newRecordingSink()
+	cfg := defaultConfig(t, nil)
+	withAudit := defaultConfig(t, func(s string) string {
+		s = strings.Replace(s, `sinks = ["local"]`, `sinks = ["local", "audit"]`, 1)
+		return strings.Replace(s, "[[sink]]", "[[sink]]\nname = \"audit\"\nkind = \"socket\"\npath = \"audit.sock\"\n\n[[sink]]", 1)
+	})
+	built := map[string]int{}
+	var mu sync.Mutex
+	f := testFactories(t, sink, backend)
+	f.Sink = func(sc *SinkConfig, _ *Config, _ net.Listener, _ ControlFunc) (Sink, error) {
+		mu.Lock()
+		built[sc.Name]++
+		mu.Unlock()
+		return newRecordingSink(), nil
+	}
+	dd, err := New(Options{Config: cfg, Factories: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- dd.Run(ctx) }()
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var scrapes, published atomic.Int64
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var b strings.Builder
+			dd.d.writeMetrics(&b)
+			scrapes.Add(1)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			dd.d.publishStatus("source_up", "", "imu", "")
+			published.Add(1)
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	waitFor(t, 30*time.Second, func() bool { return scrapes.Load() > 0 })
+	for i := range 4 {
+		next := withAudit
+		if i%2 == 1 {
+			next = cfg
+		}
+		if err := dd.Reload(ctx, next); err != nil {
+			t.Fatalf("reload %d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if built["local"] != 1 || built["audit"] != 2 {
+		t.Errorf("sinks built %v: want local kept throughout and audit built twice", built)
+	}
+	if scrapes.Load() < 4 || published.Load() < 4 {
+		t.Errorf("%d scrapes and %d publishes during the reloads", scrapes.Load(), published.Load())
 	}
 }
