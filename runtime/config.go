@@ -297,12 +297,17 @@ func Parse(name string, data []byte) (*Config, error) {
 		probs = append(probs, Problem{File: name, Line: line, Col: col, Key: path,
 			Msg: "unknown key (check the spelling; every key is listed in configs/edged.toml)"})
 	}
-	if len(probs) > 0 {
+	if len(failed) > 0 {
+		// A section that did not decode would give validation half a
+		// picture (and misleading complaints); its error comes first.
 		sortProblems(probs)
 		return nil, &ConfigError{Problems: probs}
 	}
+	// Unknown keys leave everything else decoded: validate too, so that
+	// one run of edged check lists every problem.
 	cfg.applyDefaults()
-	if probs := cfg.validate(idx); len(probs) > 0 {
+	probs = append(probs, cfg.validate(idx)...)
+	if len(probs) > 0 {
 		sortProblems(probs)
 		return nil, &ConfigError{Problems: probs}
 	}

@@ -285,7 +285,10 @@ func (c *Config) checkSource(k *checker, i int) {
 			k.add(at("path"), "missing: a replay source needs path = a recording file or an image folder")
 		}
 		if s.Kind != "replay" || s.Width != 0 || s.Height != 0 {
-			if s.Width <= 0 || s.Height <= 0 || s.Width > 16384 || s.Height > 16384 {
+			switch {
+			case s.Width == 0 && s.Height == 0:
+				k.add(at("width"), "missing: a %s source needs width and height (the frame size in pixels)", s.Kind)
+			case s.Width <= 0 || s.Height <= 0 || s.Width > 16384 || s.Height > 16384:
 				k.add(at("width"), "width and height must be between 1 and 16384 (got %dx%d)", s.Width, s.Height)
 			}
 		}
