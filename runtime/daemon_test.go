@@ -136,6 +136,17 @@ func testFactories(t testing.TB, sink Sink, backend trt.Backend) Factories {
 	}
 }
 
+// mustReplace edits configuration text, failing the test when old is not
+// there: an edit that silently stops matching the embedded default would
+// test something else than it says.
+func mustReplace(t testing.TB, s, old, new string) string {
+	t.Helper()
+	if !strings.Contains(s, old) {
+		t.Fatalf("config edit: %q not found", old)
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
 func defaultConfig(t *testing.T, edit func(string) string) *Config {
 	t.Helper()
 	text := string(configs.Default)
@@ -156,7 +167,7 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 	backend := ortBackend(t)
 	sink := newRecordingSink()
 	notes := &fakeNotifier{sink: sink}
-	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1) })
+	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
 	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend), Notifier: notes, WatchdogInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +266,7 @@ func TestContextLostExits(t *testing.T) {
 	failpoints = parseFailpoints("pipeline/context-lost=error:5")
 	defer func() { failpoints = old }()
 	sink := newRecordingSink()
-	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1) })
+	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
 	d, _ := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 	done := make(chan error, 1)
 	go func() { done <- d.Run(context.Background()) }()

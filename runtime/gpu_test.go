@@ -35,7 +35,7 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			sink := newRecordingSink()
-			cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 200.0", 1) })
+			cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 200.0") })
 			f := testFactories(t, sink, backend)
 			var place *umem.Placement
 			f.Allocator = func(GPUConfig) (umem.Allocator, string, error) {

@@ -18,8 +18,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	sink := newRecordingSink()
 	sockPath := filepath.Join(t.TempDir(), "metrics.sock")
 	cfg := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, `metrics_listen = ""`, `metrics_listen = "unix:`+sockPath+`"`, 1)
-		return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1)
+		s = mustReplace(t, s, `metrics_listen = ""`, `metrics_listen = "unix:`+sockPath+`"`)
+		return mustReplace(t, s, "fps = 30.0", "fps = 100.0")
 	})
 	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 	if err != nil {

@@ -53,9 +53,9 @@ func TestHotReloadUnderLoad(t *testing.T) {
 	writeAtomic(t, model, variant(t, 0))
 	sink := newRecordingSink()
 	cfg := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, "fps = 30.0", "fps = 200.0", 1)
-		s = strings.Replace(s, `schedule = "latest"`, `schedule = "queue"`, 1)
-		return strings.Replace(s, `path = "builtin:demo"`, `path = "`+model+`"`, 1)
+		s = mustReplace(t, s, "fps = 30.0", "fps = 200.0")
+		s = mustReplace(t, s, `schedule = "latest"`, `schedule = "queue"`)
+		return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+model+`"`)
 	})
 	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 	if err != nil {
@@ -174,10 +174,10 @@ func TestFiftyReloadsAtClient(t *testing.T) {
 	sock := filepath.Join(dir, "edged.sock")
 	writeAtomic(t, model, variant(t, 0))
 	cfg := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, "fps = 30.0", "fps = 200.0", 1)
-		s = strings.Replace(s, `schedule = "latest"`, `schedule = "queue"`, 1)
-		s = strings.Replace(s, `path = ""                 #`, `path = "`+sock+`" #`, 1)
-		return strings.Replace(s, `path = "builtin:demo"`, `path = "`+model+`"`, 1)
+		s = mustReplace(t, s, "fps = 30.0", "fps = 200.0")
+		s = mustReplace(t, s, `schedule = "latest"`, `schedule = "queue"`)
+		s = mustReplace(t, s, `path = ""                 #`, `path = "`+sock+`" #`)
+		return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+model+`"`)
 	})
 	f := testFactories(t, nil, backend)
 	f.Sink = socketSinkFactory(t)

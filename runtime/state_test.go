@@ -24,9 +24,9 @@ func TestLastGoodSurvivesTornModelFile(t *testing.T) {
 	model := filepath.Join(dir, "demo.onnx")
 	writeAtomic(t, model, variant(t, 0))
 	cfgText := func(s string) string {
-		s = strings.Replace(s, `state_dir = ""`, `state_dir = "`+state+`"`, 1)
-		s = strings.Replace(s, "fps = 30.0", "fps = 100.0", 1)
-		return strings.Replace(s, `path = "builtin:demo"`, `path = "`+model+`"`, 1)
+		s = mustReplace(t, s, `state_dir = ""`, `state_dir = "`+state+`"`)
+		s = mustReplace(t, s, "fps = 30.0", "fps = 100.0")
+		return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+model+`"`)
 	}
 	run := func(sink *recordingSink) func() {
 		cfg := defaultConfig(t, cfgText)
@@ -97,9 +97,9 @@ func TestStateDiskFull(t *testing.T) {
 	model := filepath.Join(dir, "demo.onnx")
 	writeAtomic(t, model, variant(t, 0))
 	cfg := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, `state_dir = ""`, `state_dir = "`+state+`"`, 1)
-		s = strings.Replace(s, "fps = 30.0", "fps = 100.0", 1)
-		return strings.Replace(s, `path = "builtin:demo"`, `path = "`+model+`"`, 1)
+		s = mustReplace(t, s, `state_dir = ""`, `state_dir = "`+state+`"`)
+		s = mustReplace(t, s, "fps = 30.0", "fps = 100.0")
+		return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+model+`"`)
 	})
 	sink := newRecordingSink()
 	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})

@@ -47,10 +47,10 @@ func scriptedDaemon(t *testing.T, src *sensorstest.Source, optional bool, notes 
 	backend := ortBackend(t)
 	sink := newRecordingSink()
 	cfg := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, "width = 640\nheight = 480", "width = 160\nheight = 120", 1)
-		s = strings.Replace(s, `stall_timeout = "10s"`, `stall_timeout = "1s"`, 1)
+		s = mustReplace(t, mustReplace(t, s, "width = 640 ", "width = 160 "), "height = 480\n", "height = 120\n")
+		s = mustReplace(t, s, `stall_timeout = "10s"`, `stall_timeout = "1s"`)
 		if optional {
-			s = strings.Replace(s, "optional = false", "optional = true", 1)
+			s = mustReplace(t, s, "optional = false", "optional = true")
 		}
 		return s
 	})
@@ -175,7 +175,7 @@ func TestRequiredSourceMissingFailsStart(t *testing.T) {
 	src.FailStart(fmt.Errorf("/dev/video9: %w", sensors.ErrNotFound))
 	backend := ortBackend(t)
 	cfg := defaultConfig(t, func(s string) string {
-		return strings.Replace(s, "width = 640\nheight = 480", "width = 160\nheight = 120", 1)
+		return mustReplace(t, mustReplace(t, s, "width = 640 ", "width = 160 "), "height = 480\n", "height = 120\n")
 	})
 	f := testFactories(t, newRecordingSink(), backend)
 	f.Camera = func(*SourceConfig, *Config) (sensors.Source, error) { return src, nil }
@@ -195,7 +195,7 @@ func TestConfigReload(t *testing.T) {
 	backend := ortBackend(t)
 	sink := newRecordingSink()
 	notes := &fakeNotifier{}
-	cfg := defaultConfig(t, func(s string) string { return strings.Replace(s, "fps = 30.0", "fps = 100.0", 1) })
+	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
 	sinks := 0
 	f := testFactories(t, sink, backend)
 	f.Sink = func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) { sinks++; return sink, nil }
@@ -214,8 +214,8 @@ func TestConfigReload(t *testing.T) {
 	}()
 	sink.waitResults(t, 20, 30*time.Second)
 	next := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, "fps = 30.0", "fps = 150.0", 1)
-		return strings.Replace(s, "seed = 1 ", "seed = 7 ", 1)
+		s = mustReplace(t, s, "fps = 30.0", "fps = 150.0")
+		return mustReplace(t, s, "seed = 1 ", "seed = 7 ")
 	})
 	if err := dd.Reload(ctx, next); err != nil {
 		t.Fatal(err)
@@ -258,10 +258,10 @@ func TestSerialSensorUnplugWhileScraped(t *testing.T) {
 	sink := newRecordingSink()
 	imu := sensorstest.NewSampleSource("imu")
 	cfg := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, "fps = 30.0", "fps = 100.0", 1)
-		s = strings.Replace(s, "sensors = []", `sensors = ["imu"]`, 1)
-		s = strings.Replace(s, `sensor_window = "50ms"`, `sensor_window = "1s"`, 1)
-		return strings.Replace(s, "[[model]]", "[[source]]\nname = \"imu\"\nkind = \"serial\"\ndevice = \"/dev/ttyIMU\"\nprotocol = \"csv\"\ncolumns = [\"ax\"]\n\n[[model]]", 1)
+		s = mustReplace(t, s, "fps = 30.0", "fps = 100.0")
+		s = mustReplace(t, s, "sensors = []", `sensors = ["imu"]`)
+		s = mustReplace(t, s, `sensor_window = "50ms"`, `sensor_window = "1s"`)
+		return mustReplace(t, s, "[[model]]", "[[source]]\nname = \"imu\"\nkind = \"serial\"\ndevice = \"/dev/ttyIMU\"\nprotocol = \"csv\"\ncolumns = [\"ax\"]\n\n[[model]]")
 	})
 	f := testFactories(t, sink, backend)
 	f.Sensor = func(sc *SourceConfig, _ *Config) (sensors.SampleSource, error) { return imu, nil }
@@ -363,8 +363,8 @@ func TestSinkChangeWhileScraped(t *testing.T) {
 	sink := newRecordingSink()
 	cfg := defaultConfig(t, nil)
 	withAudit := defaultConfig(t, func(s string) string {
-		s = strings.Replace(s, `sinks = ["local"]`, `sinks = ["local", "audit"]`, 1)
-		return strings.Replace(s, "[[sink]]", "[[sink]]\nname = \"audit\"\nkind = \"socket\"\npath = \"audit.sock\"\n\n[[sink]]", 1)
+		s = mustReplace(t, s, `sinks = ["local"]`, `sinks = ["local", "audit"]`)
+		return mustReplace(t, s, "[[sink]]", "[[sink]]\nname = \"audit\"\nkind = \"socket\"\npath = \"audit.sock\"\n\n[[sink]]")
 	})
 	built := map[string]int{}
 	var mu sync.Mutex
