@@ -20,7 +20,7 @@ import (
 
 func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tail", stderr)
-	sock := fs.String("socket", edruntime.DefaultSocketPath(), "daemon socket to read")
+	sock := fs.String("socket", "", socketFlagHelp)
 	n := fs.Int("n", 0, "stop after N records (0 = until interrupted)")
 	asJSON := fs.Bool("json", false, "print records as raw JSON lines (one per record)")
 	pipelines := fs.String("pipeline", "", "comma-separated pipelines to subscribe to (default: all)")
@@ -74,7 +74,7 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				sub.Encoding = stream.CBOR
 			}
 		}
-		c, err := stream.Dial(ctx, *sock, sub)
+		c, err := stream.Dial(ctx, clientSocket(*sock), sub)
 		if err != nil {
 			fmt.Fprintf(stderr, "edged tail: %v\n", err)
 			return exitFailure
@@ -138,17 +138,40 @@ func (r serialReader) Read(b []byte) (int, error) {
 
 func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("reload", stderr)
-	sock := fs.String("socket", edruntime.DefaultSocketPath(), "daemon socket")
+	sock := fs.String("socket", "", socketFlagHelp)
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon's answer")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := stream.RequestReload(ctx, *sock); err != nil {
+	if err := stream.RequestReload(ctx, clientSocket(*sock)); err != nil {
 		fmt.Fprintf(stderr, "edged reload: %v\n", err)
 		return exitFailure
 	}
 	fmt.Fprintln(stdout, "edged: engine files are being re-checked; reload outcomes appear as status records (edged tail) and in the log")
 	return exitOK
+}
+
+// systemSocket is where the shipped edged.socket unit listens (a variable
+// for tests).
+var systemSocket = "/run/edged/edged.sock"
+
+const socketFlagHelp = "daemon socket (default: $XDG_RUNTIME_DIR/edged.sock, or ./edged.sock without XDG_RUNTIME_DIR, where edged run listens; else /run/edged/edged.sock, the systemd unit's, if it exists)"
+
+// clientSocket picks the socket tail and reload talk to: the -socket flag,
+// else the first that exists of the daemon's own default (where `edged run`
+// without a config listens) and the systemd unit's socket. With none
+// there, the daemon's default is named in the error.
+func clientSocket(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	def := edruntime.DefaultSocketPath()
+	for _, p := range []string{def, systemSocket} {
+		if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
+			return p
+		}
+	}
+	return def
 }
