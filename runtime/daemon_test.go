@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,6 +137,36 @@ func testFactories(t testing.TB, sink Sink, backend trt.Backend) Factories {
 	}
 }
 
+// runDaemon starts a daemon with opts on its own goroutine. stop cancels
+// its context (ctx) and returns Run's error; it may be called more than
+// once. If the test has not stopped it by its end, cleanup does, and an
+// error from Run then fails the test.
+func runDaemon(tb testing.TB, opts Options) (*Daemon, context.Context, func() error) {
+	tb.Helper()
+	d, err := New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var (
+		once    sync.Once
+		runErr  error
+		stopped atomic.Bool // the test stopped it and saw the error
+	)
+	halt := func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	tb.Cleanup(func() {
+		if err := halt(); err != nil && !stopped.Load() {
+			tb.Errorf("Run: %v", err)
+		}
+	})
+	return d, ctx, func() error { stopped.Store(true); return halt() }
+}
+
 // mustReplace edits configuration text, failing the test when old is not
 // there: an edit that silently stops matching the embedded default would
 // test something else than it says.
@@ -168,13 +199,7 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 	sink := newRecordingSink()
 	notes := &fakeNotifier{sink: sink}
 	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
-	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend), Notifier: notes, WatchdogInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, backend), Notifier: notes, WatchdogInterval: 200 * time.Millisecond})
 	results := sink.waitResults(t, 200, 60*time.Second)
 
 	opts := syntheticOptions(cfg.Source("cam0"))
@@ -217,7 +242,8 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 		t.Errorf("no WATCHDOG=1 pings: %q", notes.all())
 	}
 	start := time.Now()
-	cancel()
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
 	select {
 	case err := <-done:
 		if err != nil {

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -46,16 +45,9 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 				place = p
 				return p.Alloc, p.Reason, nil
 			}
-			d, err := New(Options{Config: cfg, Factories: f})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- d.Run(ctx) }()
+			_, _, stop := runDaemon(t, Options{Config: cfg, Factories: f})
 			results := sink.waitResults(t, 300, 60*time.Second)
-			cancel()
-			if err := <-done; err != nil {
+			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
 			opts := syntheticOptions(cfg.Source("cam0"))

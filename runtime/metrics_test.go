@@ -21,14 +21,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		s = mustReplace(t, s, `metrics_listen = ""`, `metrics_listen = "unix:`+sockPath+`"`)
 		return mustReplace(t, s, "fps = 30.0", "fps = 100.0")
 	})
-	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 	sink.waitResults(t, 50, 30*time.Second)
 
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

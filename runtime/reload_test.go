@@ -57,13 +57,7 @@ func TestHotReloadUnderLoad(t *testing.T) {
 		s = mustReplace(t, s, `schedule = "latest"`, `schedule = "queue"`)
 		return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+model+`"`)
 	})
-	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 	sink.waitResults(t, 20, 30*time.Second)
 
 	const reloads = 12
@@ -79,8 +73,7 @@ func TestHotReloadUnderLoad(t *testing.T) {
 	}
 	n := len(sink.waitResults(t, 1, time.Second))
 	sink.waitResults(t, n+20, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -181,14 +174,9 @@ func TestFiftyReloadsAtClient(t *testing.T) {
 	})
 	f := testFactories(t, nil, backend)
 	f.Sink = socketSinkFactory(t)
-	d, err := New(Options{Config: cfg, Factories: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: f})
 	var c *stream.Client
+	var err error
 	waitFor(t, 30*time.Second, func() bool {
 		c, err = stream.Dial(context.Background(), sock, nil)
 		return err == nil
@@ -245,8 +233,7 @@ func TestFiftyReloadsAtClient(t *testing.T) {
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,16 +29,9 @@ func TestLastGoodSurvivesTornModelFile(t *testing.T) {
 	}
 	run := func(sink *recordingSink) func() {
 		cfg := defaultConfig(t, cfgText)
-		d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- d.Run(ctx) }()
+		_, _, stop := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 		return func() {
-			cancel()
-			if err := <-done; err != nil {
+			if err := stop(); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 		}
@@ -102,19 +94,7 @@ func TestStateDiskFull(t *testing.T) {
 		return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+model+`"`)
 	})
 	sink := newRecordingSink()
-	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	d, _, _ := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 	metric := func(result string) string {
 		var b strings.Builder
 		d.d.writeMetrics(&b)

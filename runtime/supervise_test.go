@@ -61,16 +61,9 @@ func scriptedDaemon(t *testing.T, src *sensorstest.Source, optional bool, notes 
 		Backend:   func(string, *ModelConfig, *Config) (trt.Backend, error) { return backend, nil },
 		Sink:      func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) { return sink, nil },
 	}
-	d, err := New(Options{Config: cfg, Factories: f, Notifier: notes, WatchdogInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: f, Notifier: notes, WatchdogInterval: 100 * time.Millisecond})
 	return sink, func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}
@@ -199,19 +192,7 @@ func TestConfigReload(t *testing.T) {
 	sinks := 0
 	f := testFactories(t, sink, backend)
 	f.Sink = func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) { sinks++; return sink, nil }
-	dd, err := New(Options{Config: cfg, Factories: f, Notifier: notes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- dd.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	dd, ctx, _ := runDaemon(t, Options{Config: cfg, Factories: f, Notifier: notes})
 	sink.waitResults(t, 20, 30*time.Second)
 	next := defaultConfig(t, func(s string) string {
 		s = mustReplace(t, s, "fps = 30.0", "fps = 150.0")
@@ -265,19 +246,7 @@ func TestSerialSensorUnplugWhileScraped(t *testing.T) {
 	})
 	f := testFactories(t, sink, backend)
 	f.Sensor = func(sc *SourceConfig, _ *Config) (sensors.SampleSource, error) { return imu, nil }
-	d, err := New(Options{Config: cfg, Factories: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	d, ctx, stop := runDaemon(t, Options{Config: cfg, Factories: f})
 	var scrapes atomic.Int64
 	scraped := make(chan struct{})
 	up := make(chan string, 1)
@@ -299,7 +268,12 @@ func TestSerialSensorUnplugWhileScraped(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	defer func() { cancel(); <-scraped }()
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		<-scraped
+	}()
 	upIs := func(want string) func() bool {
 		return func() bool {
 			select {
@@ -375,20 +349,13 @@ func TestSinkChangeWhileScraped(t *testing.T) {
 		mu.Unlock()
 		return newRecordingSink(), nil
 	}
-	dd, err := New(Options{Config: cfg, Factories: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- dd.Run(ctx) }()
+	dd, ctx, stop := runDaemon(t, Options{Config: cfg, Factories: f})
 	var wg sync.WaitGroup
 	defer func() {
-		cancel()
-		wg.Wait()
-		if err := <-done; err != nil {
-			t.Error(err)
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
 		}
+		wg.Wait()
 	}()
 	var scrapes, published atomic.Int64
 	wg.Add(2)
