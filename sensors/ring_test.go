@@ -1,16 +1,18 @@
-package sensors
+package sensors_test
 
 import (
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
-func ringOf(capacity int, times ...int64) *Ring {
-	r := NewRing(capacity)
+func ringOf(capacity int, times ...int64) *sensors.Ring {
+	r := sensors.NewRing(capacity)
 	for i, t := range times {
-		r.Push(Sample{Seq: uint64(i), TMono: t})
+		r.Push(sensors.Sample{Seq: uint64(i), TMono: t})
 	}
 	return r
 }
@@ -43,7 +45,7 @@ func TestRingNearest(t *testing.T) {
 			t.Errorf("Nearest(%d, ±%d) = %v, want TMono %d", c.t, c.window, got, c.want)
 		}
 	}
-	if got := NewRing(4).Nearest(5, 100, nil); len(got) != 0 {
+	if got := sensors.NewRing(4).Nearest(5, 100, nil); len(got) != 0 {
 		t.Errorf("empty ring returned %v", got)
 	}
 }
@@ -56,7 +58,7 @@ func TestRingWrapsAndRefusesOld(t *testing.T) {
 	if got := r.Nearest(10, 100, nil); got[0].TMono != 30 {
 		t.Fatalf("oldest kept sample %d, want 30 after wrap", got[0].TMono)
 	}
-	if r.Push(Sample{TMono: 45}) {
+	if r.Push(sensors.Sample{TMono: 45}) {
 		t.Fatal("accepted a sample older than the newest")
 	}
 	got := r.Between(30, 50, nil)
@@ -70,12 +72,12 @@ func TestRingWrapsAndRefusesOld(t *testing.T) {
 
 func TestRingMatchesLinearScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	r := NewRing(50)
+	r := sensors.NewRing(50)
 	var all []int64
 	var tm int64
 	for i := 0; i < 500; i++ {
 		tm += rng.Int64N(20)
-		r.Push(Sample{TMono: tm})
+		r.Push(sensors.Sample{TMono: tm})
 		all = append(all, tm)
 		kept := all[max(0, len(all)-50):]
 		q, w := rng.Int64N(tm+50), rng.Int64N(30)
@@ -98,28 +100,28 @@ func TestRingMatchesLinearScan(t *testing.T) {
 
 func TestRingNoAllocs(t *testing.T) {
 	r := ringOf(64, 1, 2, 3, 4, 5, 6, 7, 8)
-	dst := make([]Sample, 0, 4)
-	if n := mallocs(100, func() {
+	dst := make([]sensors.Sample, 0, 4)
+	if n := sensorstest.Mallocs(100, func() {
 		dst = r.Nearest(4, 10, dst[:0])
-		r.Push(Sample{TMono: 9})
+		r.Push(sensors.Sample{TMono: 9})
 	}); n != 0 {
 		t.Fatalf("%v allocations in 100 Nearest+Push", n)
 	}
 }
 
 func TestRingConcurrent(t *testing.T) {
-	r := NewRing(16)
+	r := sensors.NewRing(16)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		for i := int64(0); i < 5000; i++ {
-			r.Push(Sample{TMono: i})
+			r.Push(sensors.Sample{TMono: i})
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		dst := make([]Sample, 0, 1)
+		dst := make([]sensors.Sample, 0, 1)
 		for i := int64(0); i < 5000; i++ {
 			dst = r.Nearest(i, 3, dst[:0])
 		}
@@ -128,34 +130,15 @@ func TestRingConcurrent(t *testing.T) {
 }
 
 func BenchmarkRingNearest(b *testing.B) {
-	r := NewRing(1024)
+	r := sensors.NewRing(1024)
 	for i := int64(0); i < 1024; i++ {
-		r.Push(Sample{TMono: i * 1000})
+		r.Push(sensors.Sample{TMono: i * 1000})
 	}
-	dst := make([]Sample, 0, 1)
+	dst := make([]sensors.Sample, 0, 1)
 	b.ReportAllocs()
 	var t int64
 	for b.Loop() {
 		dst = r.Nearest(t%1_024_000, 5000, dst[:0])
 		t += 777
 	}
-}
-
-// mallocs counts every allocation of n runs of f after a warm-up run, the
-// smallest of three measurements (sensorstest.Mallocs, which this package
-// cannot import).
-func mallocs(n int, f func()) uint64 {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	f()
-	best := ^uint64(0)
-	for try := 0; try < 3 && best > 0; try++ {
-		var a, b runtime.MemStats
-		runtime.ReadMemStats(&a)
-		for i := 0; i < n; i++ {
-			f()
-		}
-		runtime.ReadMemStats(&b)
-		best = min(best, b.Mallocs-a.Mallocs)
-	}
-	return best
 }
