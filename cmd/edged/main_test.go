@@ -803,18 +803,25 @@ path = %q
 		if d := s.TNs - m.Rec.TCapture; d < -int64(20*time.Millisecond) || d > int64(20*time.Millisecond) {
 			t.Fatalf("frame %d: sample %d is %v from the capture, outside the 20ms window", m.Rec.FrameSeq, n, time.Duration(d))
 		}
-		// The nearest sample by write time must be n, give or take the one
-		// written just before or after (reception adds a little delay).
+		// The daemon stamps a sample when it reads it, some time after it
+		// was written (a few ms on a loaded machine). Shifted by this
+		// sample's own delay, the sample nearest to the capture by write
+		// time must be n, give or take a neighbour whose delay differed.
 		mu.Lock()
+		if n < 0 || n >= len(written) {
+			mu.Unlock()
+			t.Fatalf("frame %d: attached sample %d was never written", m.Rec.FrameSeq, n)
+		}
+		delay := s.TNs - written[n]
 		best := 0
 		for i, w := range written {
-			if abs64(w-m.Rec.TCapture) < abs64(written[best]-m.Rec.TCapture) {
+			if abs64(w+delay-m.Rec.TCapture) < abs64(written[best]+delay-m.Rec.TCapture) {
 				best = i
 			}
 		}
 		mu.Unlock()
-		if n < best-1 || n > best+1 {
-			t.Fatalf("frame %d: attached sample %d, the nearest written was %d", m.Rec.FrameSeq, n, best)
+		if delay < 0 || n < best-1 || n > best+1 {
+			t.Fatalf("frame %d: attached sample %d (received %v after it was written), the nearest written, shifted by that, was %d", m.Rec.FrameSeq, n, time.Duration(delay), best)
 		}
 		checked++
 	}
