@@ -203,8 +203,19 @@ func start(t *testing.T, lib, cfgPath, sock string, env ...string) *daemon {
 	go func() { d.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-d.done
+			// A failed test leaves a running daemon: SIGQUIT makes Go
+			// print every goroutine's stack to the stderr logged below.
+			sig := os.Signal(os.Kill)
+			if t.Failed() {
+				sig = syscall.SIGQUIT
+			}
+			cmd.Process.Signal(sig)
+			select {
+			case <-d.done:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-d.done
+			}
 		}
 		if t.Failed() {
 			t.Logf("edged stderr:\n%s", d.stderr.String())
@@ -397,6 +408,16 @@ func TestSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Nothing below may wait forever: after 30 s the client is closed, and
+	// its Next fails the test (with the daemon's stacks in the log).
+	timer := time.AfterFunc(30*time.Second, func() { c.Close() })
+	defer timer.Stop()
+	// A record shows the daemon has taken this client on: only then can
+	// it be expected to see the status published on the next SIGHUP.
+	var m stream.Message
+	if err := c.Next(&m); err != nil {
+		t.Fatalf("no record after the reload: %v", err)
+	}
 	os.WriteFile(cfg, []byte("[daemon]\nlog_level = \"loud\"\n"), 0o644)
 	d.cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(t, d, "new configuration rejected; keeping the running one")
@@ -404,11 +425,10 @@ func TestSIGHUP(t *testing.T) {
 		t.Errorf("rejection does not name the key:\n%s", d.stderr.String())
 	}
 	// Clients are told, and results keep coming.
-	var m stream.Message
 	results := 0
 	for rejected := false; !rejected || results == 0; {
 		if err := c.Next(&m); err != nil {
-			t.Fatal(err)
+			t.Fatalf("waiting for config_rejected and a result after it (rejected: %v, results: %d): %v", rejected, results, err)
 		}
 		switch {
 		case m.Rec.Type == "status" && m.Rec.Event == "config_rejected":
