@@ -270,6 +270,7 @@ func TestNotifyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	defer time.AfterFunc(time.Minute, func() { c.Close() }).Stop() // a stalled stream fails the test instead of hanging it
 	opts := synthetic.Options{Width: 640, Height: 480, Pixel: sensors.YUYV, Seed: 1, PeriodFrames: 30}
 	var m stream.Message
 	for i := 0; i < 200; i++ {
@@ -799,6 +800,7 @@ path = %q
 		time.Sleep(50 * time.Millisecond)
 	}
 	defer c.Close()
+	defer time.AfterFunc(time.Minute, func() { c.Close() }).Stop() // a stalled stream fails the test instead of hanging it
 	truthOpts := synthetic.Options{Width: 320, Height: 240, Pixel: sensors.YUYV, Seed: 3, PeriodFrames: 10}
 	var m stream.Message
 	checked := 0
