@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
-	"github.com/edged-dev/edged/sensors/internal/ctxmerge"
+	"github.com/edged-dev/edged/sensors/internal/lifetime"
 	"github.com/edged-dev/edged/sensors/pixconv"
 )
 
@@ -42,15 +42,11 @@ type Options struct {
 type Source struct {
 	opts Options
 
-	stopMu sync.Mutex
-	stop   context.CancelFunc
+	run lifetime.Lifetime // Stop wakes a Next that holds mu
 
 	mu      sync.Mutex
 	started bool
 	pool    sensors.SlotPool
-	life    context.Context
-	merger  *ctxmerge.Merger
-	timer   *time.Timer
 	next    time.Time
 	format  sensors.Format
 	seq     uint64
@@ -127,16 +123,7 @@ func (s *Source) Start(ctx context.Context, pool sensors.SlotPool) error {
 	if s.opts.FPS > 0 {
 		s.format.FPS = s.opts.FPS
 	}
-	var stop context.CancelFunc
-	s.life, stop = context.WithCancel(context.Background())
-	s.stopMu.Lock()
-	s.stop = stop
-	s.stopMu.Unlock()
-	s.merger = ctxmerge.New(s.life, nil)
-	if s.timer == nil {
-		s.timer = time.NewTimer(time.Hour)
-	}
-	s.timer.Stop()
+	s.run.Begin()
 	s.next, s.played, s.pool, s.started = time.Time{}, 0, pool, true
 	return nil
 }
@@ -214,7 +201,7 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 	if err := ctx.Err(); err != nil {
 		return sensors.Frame{}, err
 	}
-	slot, err := s.pool.Get(s.merger.Context(ctx))
+	slot, err := s.pool.Get(s.run.Context(ctx))
 	if err != nil {
 		return sensors.Frame{}, s.ended(ctx, s.errorf("leasing a frame slot: %w", err))
 	}
@@ -235,7 +222,7 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 
 func (s *Source) ended(ctx context.Context, err error) error {
 	switch {
-	case s.life.Err() != nil:
+	case s.run.Stopped():
 		return s.errorf("%w", sensors.ErrClosed)
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -345,41 +332,25 @@ func (s *Source) pace(ctx context.Context, delta int64) error {
 			s.next = now // fell behind: do not burst
 		}
 	}
-	wait := s.next.Sub(now)
-	if wait <= 0 {
-		return nil
-	}
-	s.timer.Reset(wait)
-	select {
-	case <-s.timer.C:
-		return nil
-	case <-ctx.Done():
-		s.timer.Stop()
-		return ctx.Err()
-	case <-s.life.Done():
-		s.timer.Stop()
+	err := s.run.Wait(ctx, s.next.Sub(now))
+	if errors.Is(err, lifetime.ErrStopped) {
 		return s.errorf("%w", sensors.ErrClosed)
 	}
+	return err
 }
 
 // Close implements sensors.Source. It wakes a blocked Next, waits for it
 // and is idempotent; Start may follow and replays from the beginning
 // (Seq continues).
 func (s *Source) Close() error {
-	s.stopMu.Lock()
-	stop := s.stop
-	s.stopMu.Unlock()
-	if stop != nil {
-		stop()
-	}
+	s.run.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
 		return nil
 	}
 	s.started = false
-	s.merger.Release()
-	s.timer.Stop()
+	s.run.End()
 	s.pool = nil
 	var err error
 	if s.file != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
-	"github.com/edged-dev/edged/sensors/internal/ctxmerge"
+	"github.com/edged-dev/edged/sensors/internal/lifetime"
 	"github.com/edged-dev/edged/sensors/pixconv"
 )
 
@@ -188,16 +188,11 @@ type Source struct {
 	jpw     sliceWriter
 	jpo     jpeg.Options
 
-	// stopMu guards stop only, so Close can wake a Next that holds mu.
-	stopMu sync.Mutex
-	stop   context.CancelFunc
+	run lifetime.Lifetime // Stop wakes a Next that holds mu
 
 	mu      sync.Mutex // serialises Next, Start and the end of Close
 	pool    sensors.SlotPool
 	started bool
-	life    context.Context
-	merger  *ctxmerge.Merger
-	timer   *time.Timer
 	next    time.Time
 	seq     uint64
 }
@@ -295,16 +290,7 @@ func (s *Source) Start(ctx context.Context, pool sensors.SlotPool) error {
 		return fmt.Errorf("synthetic %q: already started", s.opts.Name)
 	}
 	s.pool = pool
-	var stop context.CancelFunc
-	s.life, stop = context.WithCancel(context.Background())
-	s.stopMu.Lock()
-	s.stop = stop
-	s.stopMu.Unlock()
-	s.merger = ctxmerge.New(s.life, nil)
-	if s.timer == nil {
-		s.timer = time.NewTimer(time.Hour)
-	}
-	s.timer.Stop()
+	s.run.Begin()
 	s.next = time.Time{}
 	s.started = true
 	return nil
@@ -324,9 +310,9 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 	if err := s.tick(ctx); err != nil {
 		return sensors.Frame{}, err
 	}
-	slot, err := s.pool.Get(s.merger.Context(ctx))
+	slot, err := s.pool.Get(s.run.Context(ctx))
 	if err != nil {
-		if s.life.Err() != nil {
+		if s.run.Stopped() {
 			return sensors.Frame{}, fmt.Errorf("synthetic %q: %w", s.opts.Name, sensors.ErrClosed)
 		}
 		if ctx.Err() != nil {
@@ -359,17 +345,11 @@ func (s *Source) tick(ctx context.Context) error {
 	if s.next.IsZero() || now.Sub(s.next) > s.period {
 		s.next = now
 	}
-	if wait := s.next.Sub(now); wait > 0 {
-		s.timer.Reset(wait)
-		select {
-		case <-s.timer.C:
-		case <-ctx.Done():
-			s.timer.Stop()
-			return ctx.Err()
-		case <-s.life.Done():
-			s.timer.Stop()
-			return fmt.Errorf("synthetic %q: %w", s.opts.Name, sensors.ErrClosed)
-		}
+	switch err := s.run.Wait(ctx, s.next.Sub(now)); {
+	case errors.Is(err, lifetime.ErrStopped):
+		return fmt.Errorf("synthetic %q: %w", s.opts.Name, sensors.ErrClosed)
+	case err != nil:
+		return err
 	}
 	s.next = s.next.Add(s.period)
 	return nil
@@ -378,20 +358,14 @@ func (s *Source) tick(ctx context.Context) error {
 // Close implements sensors.Source: it wakes a blocked Next, waits for it
 // to return and is idempotent. A closed source may be started again.
 func (s *Source) Close() error {
-	s.stopMu.Lock()
-	stop := s.stop
-	s.stopMu.Unlock()
-	if stop != nil {
-		stop() // wakes a Next blocked on the timer or the pool
-	}
+	s.run.Stop() // wakes a Next blocked on the timer or the pool
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
 		return nil
 	}
 	s.started = false
-	s.merger.Release()
-	s.timer.Stop()
+	s.run.End()
 	s.pool = nil
 	return nil
 }
