@@ -12,36 +12,6 @@ import (
 // path does not handle.
 var ErrUnsupported = errors.New("preprocess: unsupported")
 
-// Resize modes.
-const (
-	Stretch   = "stretch"
-	Letterbox = "letterbox"
-)
-
-// PadValue is the grey (in 8-bit units) letterboxing pads with.
-const PadValue = 114
-
-// Options configure normalisation: out = (pixel*Scale - Mean[c]) / Std[c].
-type Options struct {
-	Resize string // Stretch (default) or Letterbox
-	BGR    bool   // write channels in B, G, R order
-	Scale  float32
-	Mean   [3]float32
-	Std    [3]float32
-}
-
-// Transform maps tensor coordinates back to source pixels:
-// src = (dst - Pad) / Scale.
-type Transform struct {
-	ScaleX, ScaleY float32
-	PadX, PadY     float32
-}
-
-// ToSource maps a point in tensor pixels to source image pixels.
-func (t Transform) ToSource(x, y float32) (float32, float32) {
-	return (x - t.PadX) / t.ScaleX, (y - t.PadY) / t.ScaleY
-}
-
 // Preprocessor converts frames of one pipeline.
 type Preprocessor struct {
 	opt  Options
@@ -290,14 +260,4 @@ func yuv(y, u, v byte) (float32, float32, float32) {
 	d := float32(u) - 128
 	e := float32(v) - 128
 	return clamp255(c + 1.596027*e), clamp255(c - 0.391762*d - 0.812968*e), clamp255(c + 2.017232*d)
-}
-
-func clamp255(v float32) float32 {
-	if v < 0 {
-		return 0
-	}
-	if v > 255 {
-		return 255
-	}
-	return v
 }
