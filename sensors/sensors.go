@@ -62,9 +62,14 @@ const (
 
 // Frame is one captured image in a leased slot.
 type Frame struct {
-	Seq       uint64 // per-source sequence number, starting at 0 for the first frame
-	TCapture  int64  // capture time, CLOCK_MONOTONIC nanoseconds
-	BytesUsed int    // valid bytes at the start of Slot.Bytes()
+	Seq      uint64 // per-source sequence number, starting at 0 for the first frame
+	TCapture int64  // capture time, CLOCK_MONOTONIC nanoseconds
+	// TReady is when the frame was complete in its slot and handed over
+	// (CLOCK_MONOTONIC ns): for frames edged writes itself (synthetic,
+	// replay) TReady − TCapture is the time it took; for a camera, the
+	// driver's delivery after its timestamp. 0 means TCapture.
+	TReady    int64
+	BytesUsed int // valid bytes at the start of Slot.Bytes()
 	Flags     uint32
 	Format    Format
 	Slot      Slot

@@ -44,10 +44,13 @@ type DecodedEngine struct {
 
 // DecodedLatency is a result's "latency_us" object.
 type DecodedLatency struct {
-	Pre   int64 `json:"pre"`
-	Infer int64 `json:"infer"`
-	Post  int64 `json:"post"`
-	Total int64 `json:"total"`
+	Fill   int64 `json:"fill"`
+	Queue  int64 `json:"queue"`
+	Pre    int64 `json:"pre"`
+	Infer  int64 `json:"infer"`
+	Post   int64 `json:"post"`
+	Encode int64 `json:"encode"`
+	Total  int64 `json:"total"`
 }
 
 // DecodedOutput is one entry of a result's "outputs" object.

@@ -33,7 +33,8 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 	case KindResult:
 		d.Pipeline, d.FrameSeq, d.TCapture = str(r.Pipeline), r.FrameSeq, r.TCaptureNs
 		d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: str(r.Engine.SHA256)}
-		d.LatencyUs = &DecodedLatency{Pre: r.Latency.Pre, Infer: r.Latency.Infer, Post: r.Latency.Post, Total: r.Latency.Total}
+		l := r.Latency
+		d.LatencyUs = &DecodedLatency{Fill: l.Fill, Queue: l.Queue, Pre: l.Pre, Infer: l.Infer, Post: l.Post, Encode: l.Encode, Total: l.Total}
 		d.Outputs = map[string]DecodedOutput{}
 		for _, o := range r.Outputs {
 			var do DecodedOutput
@@ -318,7 +319,7 @@ func TestSummarise(t *testing.T) {
 	}
 	// Too many detections for the limit: outputs dropped, record marked.
 	r2 := benchRecord()
-	level, ok = e.encode(r2, true, true, 300)
+	level, ok = e.encode(r2, true, true, 380)
 	if !ok || level != levelNoLists {
 		t.Fatalf("level %d ok %v, want outputs dropped", level, ok)
 	}
@@ -357,6 +358,43 @@ func TestCOBS(t *testing.T) {
 	for _, bad := range [][]byte{{0}, {5, 1}, {2, 0}, {3, 1, 1, 0}} {
 		if _, err := decodeCOBS(bad); err == nil {
 			t.Errorf("% x decoded without error", bad)
+		}
+	}
+}
+
+// With TPostNs set, a sink measures the encoding and hand-off as it writes
+// the latency object, the last of the record, and the stages add up to the
+// total exactly.
+func TestLatencyMeasuredAtEncode(t *testing.T) {
+	defer func(c func() int64) { clock = c }(clock)
+	clock = func() int64 { return 1_000_123_999 }
+	r := &Record{Kind: KindResult, Pipeline: "p", TCaptureNs: 1_000_000_500, TPostNs: 1_000_100_900,
+		Latency: Latency{Fill: 10, Queue: 20, Pre: 30, Infer: 40, Post: 0}}
+	// stage ends in µs: capture 1000000, post end 1000100 → the pipeline's
+	// stages sum to 100; encode runs to 1000123.
+	r.Latency.Post = 100 - 10 - 20 - 30 - 40
+	for _, enc := range []Encoding{NDJSON, CBOR} {
+		var e encoded
+		if _, ok := e.encode(r, enc == NDJSON, enc == CBOR, 1<<20); !ok {
+			t.Fatal("encode failed")
+		}
+		w := e.appendWire(nil, enc, 1)
+		var d Decoded
+		var err error
+		if enc == CBOR {
+			err = DecodeCBOR(w[4:], &d)
+		} else {
+			err = DecodeJSON(w, &d)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := d.LatencyUs
+		if l == nil || l.Encode != 23 || l.Total != 123 {
+			t.Fatalf("%v: latency %+v, want encode 23, total 123", enc, l)
+		}
+		if sum := l.Fill + l.Queue + l.Pre + l.Infer + l.Post + l.Encode; sum != l.Total {
+			t.Errorf("%v: stages add up to %d, total %d", enc, sum, l.Total)
 		}
 	}
 }

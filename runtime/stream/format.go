@@ -40,12 +40,28 @@ func AppendText(b []byte, m *Message) []byte {
 		if l := r.LatencyUs; l != nil {
 			b = append(b, " latency "...)
 			b = appendMillis(b, l.Total)
-			b = append(b, " (pre "...)
+			b = append(b, " ("...)
+			// Stages that took no time (fill of a camera frame) are left out.
+			if l.Fill > 0 {
+				b = append(b, "fill "...)
+				b = appendMillis(b, l.Fill)
+				b = append(b, ' ')
+			}
+			if l.Queue > 0 {
+				b = append(b, "queue "...)
+				b = appendMillis(b, l.Queue)
+				b = append(b, ' ')
+			}
+			b = append(b, "pre "...)
 			b = appendMillis(b, l.Pre)
 			b = append(b, " infer "...)
 			b = appendMillis(b, l.Infer)
 			b = append(b, " post "...)
 			b = appendMillis(b, l.Post)
+			if l.Encode > 0 {
+				b = append(b, " encode "...)
+				b = appendMillis(b, l.Encode)
+			}
 			b = append(b, ')')
 		}
 		names := make([]string, 0, len(r.Outputs))

@@ -52,15 +52,7 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 		b = append(b, `,"t_capture_ns":`...)
 		b = strconv.AppendInt(b, r.TCaptureNs, 10)
 		b = appendJSONEngine(b, &r.Engine)
-		b = append(b, `,"latency_us":{"pre":`...)
-		b = strconv.AppendInt(b, r.Latency.Pre, 10)
-		b = append(b, `,"infer":`...)
-		b = strconv.AppendInt(b, r.Latency.Infer, 10)
-		b = append(b, `,"post":`...)
-		b = strconv.AppendInt(b, r.Latency.Post, 10)
-		b = append(b, `,"total":`...)
-		b = strconv.AppendInt(b, r.Latency.Total, 10)
-		b = append(b, `},"outputs":{`...)
+		b = append(b, `,"outputs":{`...)
 		if level < levelNoLists {
 			for i := range r.Outputs {
 				if i > 0 {
@@ -83,6 +75,23 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 		if level >= levelNoLists {
 			b = append(b, `,"truncated":true`...)
 		}
+		// Last, so that Encode covers the encoding of everything above.
+		l := r.latencyNow()
+		b = append(b, `,"latency_us":{"fill":`...)
+		b = strconv.AppendInt(b, l.Fill, 10)
+		b = append(b, `,"queue":`...)
+		b = strconv.AppendInt(b, l.Queue, 10)
+		b = append(b, `,"pre":`...)
+		b = strconv.AppendInt(b, l.Pre, 10)
+		b = append(b, `,"infer":`...)
+		b = strconv.AppendInt(b, l.Infer, 10)
+		b = append(b, `,"post":`...)
+		b = strconv.AppendInt(b, l.Post, 10)
+		b = append(b, `,"encode":`...)
+		b = strconv.AppendInt(b, l.Encode, 10)
+		b = append(b, `,"total":`...)
+		b = strconv.AppendInt(b, l.Total, 10)
+		b = append(b, '}')
 	case KindError:
 		b = append(b, `,"error":`...)
 		b = appendJSONString(b, r.Reason)

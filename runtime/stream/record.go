@@ -41,8 +41,13 @@ type Record struct {
 	TCaptureNs int64 // CLOCK_MONOTONIC
 	Engine     EngineRef
 	Latency    Latency
-	Outputs    []Output
-	Sensors    []sensors.Sample
+	// TPostNs is when post-processing ended (CLOCK_MONOTONIC). When it is
+	// set, a sink fills Latency.Encode and Latency.Total as it writes the
+	// latency object, the last of the record: the encoding and hand-off
+	// to that sink are part of what the record reports.
+	TPostNs int64
+	Outputs []Output
+	Sensors []sensors.Sample
 
 	// Status fields.
 	Event  string // engine_reloaded, engine_rejected, source_down, source_up, ...
@@ -58,9 +63,30 @@ type EngineRef struct {
 	SHA256     string // hex prefix
 }
 
-// Latency splits a result's latency in microseconds.
+// Latency splits a result's latency in microseconds, stage by stage:
+// Fill (the source writing the frame, where edged writes it: synthetic,
+// replay; the driver's delivery for V4L2), Queue (waiting for the
+// inference loop), Pre, Infer, Post, Encode (encoding and hand-off to the
+// sink). Total runs from the capture time to the hand-off; each stage is
+// the difference of its end and start truncated to microseconds, so the
+// stages add up to Total exactly.
 type Latency struct {
-	Pre, Infer, Post, Total int64
+	Fill, Queue, Pre, Infer, Post, Encode, Total int64
+}
+
+// clock is CLOCK_MONOTONIC in nanoseconds; tests replace it.
+var clock = sensors.Now
+
+// latencyNow is r.Latency with Encode and Total measured now, when
+// TPostNs is set.
+func (r *Record) latencyNow() Latency {
+	l := r.Latency
+	if r.TPostNs != 0 {
+		now := clock() / 1000
+		l.Encode = now - r.TPostNs/1000
+		l.Total = now - r.TCaptureNs/1000
+	}
+	return l
 }
 
 // OutputKind selects which of Output's fields are meaningful.

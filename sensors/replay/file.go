@@ -180,6 +180,17 @@ func (fr *frameReader) reset(r io.Reader) error {
 
 // next reads the next record into dst; io.EOF at a clean end.
 func (fr *frameReader) next(dst []byte) (Record, error) {
+	rec, err := fr.nextHeader(len(dst))
+	if err != nil {
+		return Record{}, err
+	}
+	return rec, fr.body(rec, dst)
+}
+
+// nextHeader reads the next record's header; the frame's bytes follow
+// (body). dstLen is the slot the frame will be read into. io.EOF at a clean
+// end.
+func (fr *frameReader) nextHeader(dstLen int) (Record, error) {
 	if _, err := io.ReadFull(fr.r, fr.rec[:]); err != nil {
 		if err == io.EOF {
 			return Record{}, io.EOF
@@ -190,11 +201,16 @@ func (fr *frameReader) next(dst []byte) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	if rec.Length > len(dst) {
-		return Record{}, fmt.Errorf("replay: frame of %d bytes does not fit a slot of %d: size the pool with Format().FrameSize()", rec.Length, len(dst))
-	}
-	if _, err := io.ReadFull(fr.r, dst[:rec.Length]); err != nil {
-		return Record{}, fmt.Errorf("%w: truncated frame: %w", ErrCorrupt, err)
+	if rec.Length > dstLen {
+		return Record{}, fmt.Errorf("replay: frame of %d bytes does not fit a slot of %d: size the pool with Format().FrameSize()", rec.Length, dstLen)
 	}
 	return rec, nil
+}
+
+// body reads the frame of the record nextHeader returned into dst.
+func (fr *frameReader) body(rec Record, dst []byte) error {
+	if _, err := io.ReadFull(fr.r, dst[:rec.Length]); err != nil {
+		return fmt.Errorf("%w: truncated frame: %w", ErrCorrupt, err)
+	}
+	return nil
 }

@@ -205,16 +205,15 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 	if err != nil {
 		return sensors.Frame{}, s.ended(ctx, s.errorf("leasing a frame slot: %w", err))
 	}
-	f, delta, err := s.read(slot.Bytes())
+	// Paced before the frame is read, so that its capture time is when
+	// edged starts writing it and TReady when it is complete: the fill is
+	// part of the latency a result reports.
+	f, err := s.read(ctx, slot.Bytes())
 	if err != nil {
 		slot.Release()
 		return sensors.Frame{}, err
 	}
-	if err := s.pace(ctx, delta); err != nil {
-		slot.Release()
-		return sensors.Frame{}, err
-	}
-	f.Slot, f.Seq, f.TCapture, f.Format = slot, s.seq, sensors.Now(), s.format
+	f.Slot, f.Seq, f.Format = slot, s.seq, s.format
 	s.seq++
 	s.played++
 	return f, nil
@@ -230,41 +229,52 @@ func (s *Source) ended(ctx context.Context, err error) error {
 	return err
 }
 
-// read fills dst with the next frame and returns the recorded delta before
-// it (-1 when there is none: folders).
-func (s *Source) read(dst []byte) (sensors.Frame, int64, error) {
+// read waits until the next frame is due, then fills dst with it and sets
+// TCapture (when the fill started) and TReady (when it ended).
+func (s *Source) read(ctx context.Context, dst []byte) (sensors.Frame, error) {
 	if s.fr != nil {
-		rec, err := s.fr.next(dst)
+		rec, err := s.fr.nextHeader(len(dst))
 		if err == io.EOF {
 			if !s.opts.Loop || s.played == 0 {
-				return sensors.Frame{}, 0, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
+				return sensors.Frame{}, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
 			}
 			if err := s.rewind(); err != nil {
-				return sensors.Frame{}, 0, err
+				return sensors.Frame{}, err
 			}
-			rec, err = s.fr.next(dst)
+			rec, err = s.fr.nextHeader(len(dst))
 			if err == nil {
 				rec.DeltaNs = s.period()
 			}
 		}
 		if err != nil {
-			return sensors.Frame{}, 0, s.errorf("%s: %w", s.opts.Path, err)
+			return sensors.Frame{}, s.errorf("%s: %w", s.opts.Path, err)
 		}
-		return sensors.Frame{BytesUsed: rec.Length, Flags: rec.Flags}, rec.DeltaNs, nil
+		if err := s.pace(ctx, rec.DeltaNs); err != nil {
+			return sensors.Frame{}, err
+		}
+		t := sensors.Now()
+		if err := s.fr.body(rec, dst); err != nil {
+			return sensors.Frame{}, s.errorf("%s: %w", s.opts.Path, err)
+		}
+		return sensors.Frame{BytesUsed: rec.Length, Flags: rec.Flags, TCapture: t, TReady: sensors.Now()}, nil
 	}
 	if s.pos == len(s.images) {
 		if !s.opts.Loop {
-			return sensors.Frame{}, 0, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
+			return sensors.Frame{}, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
 		}
 		s.pos, s.played = 0, 0
 	}
+	if err := s.pace(ctx, -1); err != nil {
+		return sensors.Frame{}, err
+	}
 	path := s.images[s.pos]
 	s.pos++
+	t := sensors.Now()
 	n, err := s.decode(path, dst)
 	if err != nil {
-		return sensors.Frame{}, 0, s.errorf("%w", err)
+		return sensors.Frame{}, s.errorf("%w", err)
 	}
-	return sensors.Frame{BytesUsed: n, Flags: sensors.FlagCopied}, -1, nil
+	return sensors.Frame{BytesUsed: n, Flags: sensors.FlagCopied, TCapture: t, TReady: sensors.Now()}, nil
 }
 
 func (s *Source) period() int64 {

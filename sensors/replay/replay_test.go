@@ -128,6 +128,14 @@ func TestRecordedPace(t *testing.T) {
 		if f.TCapture <= last {
 			t.Fatal("TCapture not increasing")
 		}
+		// The pacing wait comes before the fill: TCapture..TReady is the
+		// read of the frame alone, well under the 20 ms gap.
+		if f.TReady < f.TCapture || f.TReady-f.TCapture > int64(10*time.Millisecond) {
+			t.Fatalf("frame %d: fill from %d to %d", i, f.TCapture, f.TReady)
+		}
+		if i > 0 && f.TCapture-last < int64(15*time.Millisecond) {
+			t.Fatalf("frame %d: %v after the previous one, recorded 20 ms", i, time.Duration(f.TCapture-last))
+		}
 		last = f.TCapture
 		f.Slot.Release()
 	}

@@ -326,7 +326,7 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 		slot.Release()
 		return sensors.Frame{}, err
 	}
-	f := sensors.Frame{Seq: s.seq, TCapture: t, BytesUsed: n, Format: s.format, Slot: slot}
+	f := sensors.Frame{Seq: s.seq, TCapture: t, TReady: sensors.Now(), BytesUsed: n, Format: s.format, Slot: slot}
 	if s.format.Pixel == sensors.MJPEG {
 		f.Flags = sensors.FlagCopied
 	}

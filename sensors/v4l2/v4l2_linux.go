@@ -742,7 +742,7 @@ func (s *Source) deliver(ctx context.Context) (sensors.Frame, bool, error) {
 	}
 	seq := s.seqBase + uint64(b.Sequence-s.firstSeq)
 	s.nextSeq = seq + 1
-	f := sensors.Frame{Seq: seq, TCapture: t, Format: s.format}
+	f := sensors.Frame{Seq: seq, TCapture: t, TReady: sensors.Now(), Format: s.format}
 	if s.userptr {
 		f.Slot, f.BytesUsed = v.slot, min(n, s.need)
 		v.slot = nil
@@ -766,7 +766,7 @@ func (s *Source) deliver(ctx context.Context) (sensors.Frame, bool, error) {
 	} else {
 		f.BytesUsed = copy(sl.Bytes(), data[:min(len(data), s.need)])
 	}
-	f.Slot, f.Flags = sl, sensors.FlagCopied
+	f.Slot, f.Flags, f.TReady = sl, sensors.FlagCopied, sensors.Now() // the copy (or decode) is part of the fill
 	if err := s.requeue(i); err != nil {
 		sl.Release()
 		return sensors.Frame{}, false, err
