@@ -142,41 +142,57 @@ func (r *Recorder) Flush() error {
 	return nil
 }
 
-// frameReader reads records of a raw frame file.
+// frameReader reads records of a raw frame file at known offsets
+// (ReadAt), so that a large frame can be read by several goroutines at
+// once (fill).
 type frameReader struct {
-	r      *bufio.Reader
+	ra     io.ReaderAt
+	off    int64 // offset of the next record
 	hdr    Header
 	max    int
 	rec    [recordSize]byte
 	hdrBuf [headerSize]byte
+	fill   *filler // nil: one ReadAt per frame
 }
 
-func newFrameReader(r io.Reader) (*frameReader, error) {
-	fr := &frameReader{r: bufio.NewReaderSize(r, 1<<16)}
+func newFrameReader(ra io.ReaderAt) (*frameReader, error) {
+	fr := &frameReader{ra: ra}
 	if err := fr.readHeader(); err != nil {
 		return nil, err
 	}
 	return fr, nil
 }
 
+// readFull reads len(b) bytes at off; io.EOF when there are none,
+// io.ErrUnexpectedEOF when there are some but not all.
+func readFull(ra io.ReaderAt, b []byte, off int64) error {
+	n, err := ra.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == io.EOF || err == nil {
+		if n == 0 {
+			return io.EOF
+		}
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 func (fr *frameReader) readHeader() error {
-	if _, err := io.ReadFull(fr.r, fr.hdrBuf[:]); err != nil {
+	if err := readFull(fr.ra, fr.hdrBuf[:], 0); err != nil {
 		return fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
 	}
 	h, err := ParseHeader(fr.hdrBuf[:])
 	if err != nil {
 		return err
 	}
-	fr.hdr, fr.max = h, h.Format.FrameSize()
+	fr.hdr, fr.max, fr.off = h, h.Format.FrameSize(), headerSize
 	return nil
 }
 
-// reset starts reading r (the same file, rewound) from its header again
-// without allocating.
-func (fr *frameReader) reset(r io.Reader) error {
-	fr.r.Reset(r)
-	return fr.readHeader()
-}
+// reset starts reading from the first record again.
+func (fr *frameReader) reset() error { return fr.readHeader() }
 
 // next reads the next record into dst; io.EOF at a clean end.
 func (fr *frameReader) next(dst []byte) (Record, error) {
@@ -191,7 +207,7 @@ func (fr *frameReader) next(dst []byte) (Record, error) {
 // (body). dstLen is the slot the frame will be read into. io.EOF at a clean
 // end.
 func (fr *frameReader) nextHeader(dstLen int) (Record, error) {
-	if _, err := io.ReadFull(fr.r, fr.rec[:]); err != nil {
+	if err := readFull(fr.ra, fr.rec[:], fr.off); err != nil {
 		if err == io.EOF {
 			return Record{}, io.EOF
 		}
@@ -204,13 +220,24 @@ func (fr *frameReader) nextHeader(dstLen int) (Record, error) {
 	if rec.Length > dstLen {
 		return Record{}, fmt.Errorf("replay: frame of %d bytes does not fit a slot of %d: size the pool with Format().FrameSize()", rec.Length, dstLen)
 	}
+	fr.off += recordSize
 	return rec, nil
 }
 
 // body reads the frame of the record nextHeader returned into dst.
 func (fr *frameReader) body(rec Record, dst []byte) error {
-	if _, err := io.ReadFull(fr.r, dst[:rec.Length]); err != nil {
+	var err error
+	if fr.fill != nil {
+		err = fr.fill.read(fr.ra, dst[:rec.Length], fr.off)
+	} else {
+		err = readFull(fr.ra, dst[:rec.Length], fr.off)
+	}
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		return fmt.Errorf("%w: truncated frame: %w", ErrCorrupt, err)
 	}
+	fr.off += int64(rec.Length)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -138,9 +139,16 @@ func (s *Source) openFile() error {
 		f.Close()
 		return s.errorf("%s: %w", s.opts.Path, err)
 	}
+	if fr.max >= parallelMin {
+		fr.fill = newFiller(fillWorkers())
+	}
 	s.file, s.fr, s.format = f, fr, fr.hdr.Format
 	return nil
 }
+
+// fillWorkers is how many goroutines besides the caller read a large
+// frame: up to 3, leaving a core for the rest of the pipeline.
+func fillWorkers() int { return max(0, min(3, goruntime.GOMAXPROCS(0)-1)) }
 
 func (s *Source) openFolder() error {
 	ents, err := os.ReadDir(s.opts.Path)
@@ -285,10 +293,7 @@ func (s *Source) period() int64 {
 }
 
 func (s *Source) rewind() error {
-	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
-		return s.errorf("rewinding %s: %w", s.opts.Path, err)
-	}
-	if err := s.fr.reset(s.file); err != nil {
+	if err := s.fr.reset(); err != nil {
 		return s.errorf("%s: %w", s.opts.Path, err)
 	}
 	s.played = 0
@@ -364,6 +369,9 @@ func (s *Source) Close() error {
 	s.pool = nil
 	var err error
 	if s.file != nil {
+		if s.fr.fill != nil {
+			s.fr.fill.close()
+		}
 		err = s.file.Close()
 		s.file, s.fr = nil, nil
 	}
