@@ -12,7 +12,8 @@ time, results as JSON lines on a Unix socket.
 
 It listens on --socket, waits for one client (the harness), then loops over
 the file's frames (rewinding at the end) until --duration or --count, or
-until killed. Every result line carries latency_us in microseconds, timed
+until killed. With --fps it takes a frame at most that often, as a camera's
+blocking read would hand them out; the wait is before t_start and not timed. Every result line carries latency_us in microseconds, timed
 with time.perf_counter_ns:
 
     fill   reading the frame from the file into the buffer
@@ -59,6 +60,8 @@ def parse_args():
     p.add_argument("--pre-only", action="store_true", help="preprocess only; onnxruntime is not imported")
     p.add_argument("--duration", type=float, default=0, help="seconds to run after the client connects; 0 = until killed")
     p.add_argument("--count", type=int, default=0, help="frames to process; 0 = no limit")
+    p.add_argument("--fps", type=float, default=0,
+                   help="take a frame at most this often, as a camera's blocking read would (the wait is not timed); 0 = as fast as it goes")
     p.add_argument("--cv-threads", type=int, default=None, help="cv2.setNumThreads(N); default: OpenCV's own choice")
     p.add_argument("--provider", default="CPUExecutionProvider", help="onnxruntime execution provider")
     return p.parse_args()
@@ -160,7 +163,16 @@ def run(args, replay, sess, conn):
         input_name = sess.get_inputs()[0].name
     end = time.monotonic() + args.duration if args.duration > 0 else None
     seq, frame, encode_us = 1, 0, None
+    period = int(1e9 / args.fps) if args.fps > 0 else 0
+    due = clock()
     while (args.count == 0 or frame < args.count) and (end is None or time.monotonic() < end):
+        if period:
+            now = clock()
+            if due > now:
+                time.sleep((due - now) / 1e9)
+            due += period
+            if clock() - due > period:
+                due = clock()  # fell behind: do not burst
         t0 = clock()
         yuyv = replay.read()
         t1 = clock()
