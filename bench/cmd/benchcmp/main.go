@@ -5,15 +5,18 @@
 // JSON, a Markdown table and a PNG plot. bench/README.md explains what is
 // compared and the caveats.
 //
-// Each input gets three runs, one after the other, never two at once:
+// Each input gets four runs, one after the other, never two at once:
 //
 //  1. edged at saturation: the replay source free-running, schedule =
-//     "queue" (every frame, in order): throughput, CPU per frame, RSS;
-//  2. edged paced at -pace × that throughput: the per-stage latencies of
-//     frames that do not wait behind others (at saturation a result's
-//     total includes its wait in the queue);
-//  3. loop.py, as fast as it goes (a synchronous loop never queues): all
-//     of its numbers.
+//     "queue" (every frame, in order);
+//  2. the Python loop as fast as it goes;
+//  3. edged paced at -pace × the lower of the two throughputs;
+//  4. the Python loop paced at the same rate (--fps: a camera's blocking
+//     read, not timed).
+//
+// Throughput, CPU time per frame and RSS come from 1 and 2; the per-stage
+// latencies from 3 and 4, where no frame waits behind another (at
+// saturation edged's total includes the wait in its queue).
 //
 // It needs no Go at run time: build it with CGO_ENABLED=0.
 package main
@@ -29,7 +32,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -38,7 +40,7 @@ import (
 type options struct {
 	inputs, out, edged, ortLib, python, loop string
 	mode, only                               string
-	threads, size                            int
+	threads, size, rounds                    int
 	warmup, measure, startTimeout            time.Duration
 	pace                                     float64
 	edgedDevice                              string
@@ -57,11 +59,12 @@ func main() {
 	flag.StringVar(&o.loop, "loop", "bench/pyloop/loop.py", "the Python loop")
 	flag.StringVar(&o.mode, "mode", "auto", "e2e (both sides end to end), pre (compare preprocessing; Python without onnxruntime), auto (e2e if the Python has onnxruntime)")
 	flag.StringVar(&o.only, "only", "", "comma-separated input names to run (default all, e.g. noisy-1920x1080,flat-1920x1080)")
-	flag.IntVar(&o.threads, "threads", 0, "ONNX Runtime intra-op threads on both sides (edged's model threads); 0 = min(4, CPUs)")
+	flag.IntVar(&o.threads, "threads", 1, "ONNX Runtime intra-op threads on both sides (edged's model threads; 1 is edged's default)")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "results discarded after the first one, per run")
 	flag.DurationVar(&o.measure, "measure", 6*time.Second, "measured window per run")
 	flag.DurationVar(&o.startTimeout, "start-timeout", 60*time.Second, "how long a side may take to its first result")
-	flag.Float64Var(&o.pace, "pace", 0.5, "edged's latency run plays frames at this fraction of its saturated throughput; 0 = take latencies from the saturation run")
+	flag.IntVar(&o.rounds, "rounds", 1, "runs of each side per input, taken in turn; each statistic is the median over rounds (for machines whose load changes)")
+	flag.Float64Var(&o.pace, "pace", 0.5, "the latency runs give both sides frames at this fraction of the lower saturated throughput; 0 = no paced runs, latencies from the saturation runs")
 	flag.StringVar(&o.edgedDevice, "edged-device", "auto", "[pipeline.preprocess] device for edged (auto | gpu | cpu); written into the config only when given")
 	flag.IntVar(&o.edgedPreThreads, "edged-pre-threads", 0, "[pipeline.preprocess] threads for edged; written into the config only when given")
 	flag.IntVar(&o.cvThreads, "cv-threads", 0, "cv2.setNumThreads for the Python loop; OpenCV's default unless given")
@@ -76,8 +79,9 @@ func main() {
 	}
 	o.set = map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	if o.threads == 0 {
-		o.threads = min(4, runtime.NumCPU())
+	if o.threads < 1 {
+		fmt.Fprintln(os.Stderr, "benchcmp: -threads must be at least 1")
+		os.Exit(2)
 	}
 	if o.out == "" {
 		o.out = filepath.Join("bin", "bench-report", time.Now().UTC().Format("20060102T150405Z"))
@@ -178,6 +182,9 @@ func run(ctx context.Context, o *options) error {
 	if o.pace < 0 || o.pace >= 1 {
 		return fmt.Errorf("-pace %g: want 0 (no paced run) or a fraction below 1", o.pace)
 	}
+	if o.rounds < 1 {
+		return fmt.Errorf("-rounds %d: at least 1", o.rounds)
+	}
 	if _, err := os.Stat(o.loop); err != nil {
 		return fmt.Errorf("the Python loop: %w", err)
 	}
@@ -210,7 +217,7 @@ func run(ctx context.Context, o *options) error {
 	model := abs(filepath.Join(o.inputs, m.Model))
 
 	rep := &Report{Mode: o.mode, Started: time.Now().UTC().Format(time.RFC3339), Threads: o.threads,
-		Warmup: o.warmup.String(), Measure: o.measure.String(), Pace: o.pace, Manifest: m,
+		Warmup: o.warmup.String(), Measure: o.measure.String(), Pace: o.pace, Rounds: o.rounds, Manifest: m,
 		System: systemInfo(o.edged, py), Notes: configNotes(o)}
 	fmt.Printf("benchcmp: mode %s, %d input(s), ONNX Runtime threads %d, Python %s; report in %s\n", o.mode, len(inputs), o.threads, py, o.out)
 	for _, n := range rep.Notes {
@@ -228,57 +235,20 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	var all []*RunResult
-	dump := func(r *RunResult, recs []arrival) {
-		if r != nil {
-			all = append(all, r)
-			fmt.Printf("  %-6s %-10s %7.1f results/s  cpu %6.2f ms/frame  rss %5.0f MiB  %s\n", r.Side, r.Phase, r.Throughput, r.CPUPerFrMs, r.RSSMaxMiB, stageLine(r))
+	dump := func(r *RunResult) {
+		all = append(all, r)
+		round := ""
+		if o.rounds > 1 {
+			round = fmt.Sprintf(" r%d", r.Round)
 		}
+		fmt.Printf("  %-6s %-10s%s %7.1f results/s  cpu %6.2f ms/frame  rss %5.0f MiB  %s\n", r.Side, r.Phase, round, r.Throughput, r.CPUPerFrMs, r.RSSMaxMiB, stageLine(r))
 	}
 	for _, in := range inputs {
 		fmt.Printf("%s (%dx%d %s, %d frames)\n", in.Name, in.Width, in.Height, in.Kind, in.Frames)
-		replay := abs(filepath.Join(o.inputs, in.Path))
-		edgedRun := func(phase string, fps float64) (*RunResult, error) {
-			cfg := filepath.Join(o.out, "configs", fmt.Sprintf("edged-%s-%s.toml", in.Name, phase))
-			sock := filepath.Join(sockDir, "edged.sock")
-			if err := os.WriteFile(cfg, []byte(edgedConfig(o, m, model, replay, sock, fps)), 0o644); err != nil {
-				return nil, err
-			}
-			r, recs, err := measure(ctx, runSpec{Side: "edged", Input: in.Name, Phase: phase, PaceFPS: fps,
-				Argv: []string{o.edged, "run", "-config", cfg}, Socket: sock,
-				Log:    filepath.Join(o.out, "logs", fmt.Sprintf("edged-%s-%s.log", in.Name, phase)),
-				Warmup: o.warmup, Measure: o.measure, StartTimeout: o.startTimeout})
-			saveRecords(filepath.Join(o.out, "records", fmt.Sprintf("edged-%s-%s.ndjson", in.Name, phase)), recs)
-			dump(r, recs)
-			return r, err
-		}
-		sat, err := edgedRun("saturation", 0)
-		if err != nil {
-			return err
-		}
-		if o.pace > 0 {
-			fps := min(max(math.Floor(o.pace*sat.Throughput), 1), 1000)
-			if _, err := edgedRun("paced", fps); err != nil {
+		for round := 1; round <= o.rounds; round++ {
+			if err := runRound(ctx, o, m, in, round, py, model, sockDir, dump); err != nil {
 				return err
 			}
-		}
-		sock := filepath.Join(sockDir, "py.sock")
-		argv := []string{py, "-u", o.loop, "--replay", replay, "--socket", sock, "--threads", fmt.Sprint(o.threads),
-			"--size", fmt.Sprint(m.InputSize), "--duration", fmt.Sprint((o.warmup + o.measure + 30*time.Second).Seconds())}
-		if o.mode == "pre" {
-			argv = append(argv, "--pre-only")
-		} else {
-			argv = append(argv, "--model", model)
-		}
-		if o.set["cv-threads"] {
-			argv = append(argv, "--cv-threads", fmt.Sprint(o.cvThreads))
-		}
-		r, recs, err := measure(ctx, runSpec{Side: "python", Input: in.Name, Phase: "loop", Argv: argv, Socket: sock,
-			Log:    filepath.Join(o.out, "logs", fmt.Sprintf("python-%s.log", in.Name)),
-			Warmup: o.warmup, Measure: o.measure, StartTimeout: o.startTimeout})
-		saveRecords(filepath.Join(o.out, "records", fmt.Sprintf("python-%s.ndjson", in.Name)), recs)
-		dump(r, recs)
-		if err != nil {
-			return err
 		}
 	}
 	rep.Runs = all
@@ -295,6 +265,79 @@ func run(ctx context.Context, o *options) error {
 	}
 	fmt.Printf("\n%s\nreport: %s (report.md, results.json, plot.png, logs/, records/)\n", md, o.out)
 	return nil
+}
+
+// runRound runs, on one input, edged then the Python loop as fast as they
+// go, then both paced at -pace × the lower of their throughputs.
+func runRound(ctx context.Context, o *options, m *Manifest, in Input, round int, py, model, sockDir string, dump func(*RunResult)) error {
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	replay := abs(filepath.Join(o.inputs, in.Path))
+	name := func(side, phase string) string {
+		n := side + "-" + in.Name
+		if phase != "" {
+			n += "-" + phase
+		}
+		if o.rounds > 1 {
+			n += fmt.Sprintf("-r%d", round)
+		}
+		return n
+	}
+	finish := func(r *RunResult, recs []arrival, base string) {
+		saveRecords(filepath.Join(o.out, "records", base+".ndjson"), recs)
+		if r != nil {
+			r.Round = round
+			dump(r)
+		}
+	}
+	edgedRun := func(phase string, fps float64) (*RunResult, error) {
+		base := name("edged", phase)
+		cfg := filepath.Join(o.out, "configs", base+".toml")
+		sock := filepath.Join(sockDir, "edged.sock")
+		if err := os.WriteFile(cfg, []byte(edgedConfig(o, m, model, replay, sock, fps)), 0o644); err != nil {
+			return nil, err
+		}
+		r, recs, err := measure(ctx, runSpec{Side: "edged", Input: in.Name, Phase: phase, PaceFPS: fps,
+			Argv: []string{o.edged, "run", "-config", cfg}, Socket: sock, Log: filepath.Join(o.out, "logs", base+".log"),
+			Warmup: o.warmup, Measure: o.measure, StartTimeout: o.startTimeout})
+		finish(r, recs, base)
+		return r, err
+	}
+	pyRun := func(phase string, fps float64) (*RunResult, error) {
+		sock := filepath.Join(sockDir, "py.sock")
+		argv := []string{py, "-u", o.loop, "--replay", replay, "--socket", sock, "--threads", fmt.Sprint(o.threads),
+			"--size", fmt.Sprint(m.InputSize), "--duration", fmt.Sprint((o.warmup + o.measure + 30*time.Second).Seconds())}
+		if o.mode == "pre" {
+			argv = append(argv, "--pre-only")
+		} else {
+			argv = append(argv, "--model", model)
+		}
+		if fps > 0 {
+			argv = append(argv, "--fps", fmt.Sprint(fps))
+		}
+		if o.set["cv-threads"] {
+			argv = append(argv, "--cv-threads", fmt.Sprint(o.cvThreads))
+		}
+		base := name("python", phase)
+		r, recs, err := measure(ctx, runSpec{Side: "python", Input: in.Name, Phase: phase, PaceFPS: fps, Argv: argv, Socket: sock,
+			Log: filepath.Join(o.out, "logs", base+".log"), Warmup: o.warmup, Measure: o.measure, StartTimeout: o.startTimeout})
+		finish(r, recs, base)
+		return r, err
+	}
+	esat, err := edgedRun("saturation", 0)
+	if err != nil {
+		return err
+	}
+	psat, err := pyRun("saturation", 0)
+	if err != nil || o.pace == 0 {
+		return err
+	}
+	// Both sides paced at one rate both keep up with.
+	fps := min(max(math.Floor(o.pace*min(esat.Throughput, psat.Throughput)), 1), 1000)
+	if _, err := edgedRun("paced", fps); err != nil {
+		return err
+	}
+	_, err = pyRun("paced", fps)
+	return err
 }
 
 // rewrite renders a report folder again from its results.json.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -22,6 +23,7 @@ type Report struct {
 	Warmup      string          `json:"warmup"`
 	Measure     string          `json:"measure"`
 	Pace        float64         `json:"pace"`
+	Rounds      int             `json:"rounds"`
 	System      System          `json:"system"`
 	Notes       []string        `json:"notes,omitempty"`
 	Manifest    *Manifest       `json:"manifest"`
@@ -91,8 +93,68 @@ type Comparison struct {
 	Input   string     `json:"input"`
 	Latency *RunResult `json:"-"` // edged, paced (or saturation with -pace 0)
 	Sat     *RunResult `json:"-"` // edged, saturation
-	Python  *RunResult `json:"-"`
+	Python  *RunResult `json:"-"` // Python, paced (or saturation with -pace 0)
+	PySat   *RunResult `json:"-"` // Python, saturation
+	Rounds  int        `json:"rounds"`
 	Rows    []Row      `json:"rows"`
+}
+
+// medianRun folds the runs of several rounds into one: each statistic
+// (a stage's p50, p99 and mean, throughput, CPU per frame, RSS) is the
+// median over the rounds; counts are summed. One run is returned as is.
+func medianRun(runs []*RunResult) *RunResult {
+	switch len(runs) {
+	case 0:
+		return nil
+	case 1:
+		return runs[0]
+	}
+	med := func(v func(*RunResult) float64) float64 {
+		var vals []float64
+		for _, r := range runs {
+			vals = append(vals, v(r))
+		}
+		slices.Sort(vals)
+		n := len(vals)
+		return (vals[(n-1)/2] + vals[n/2]) / 2
+	}
+	m := *runs[0]
+	m.Argv, m.Log = nil, fmt.Sprintf("median of %d rounds", len(runs))
+	m.PaceFPS = med(func(r *RunResult) float64 { return r.PaceFPS })
+	m.WindowS = med(func(r *RunResult) float64 { return r.WindowS })
+	m.Throughput = med(func(r *RunResult) float64 { return r.Throughput })
+	m.CPUS = med(func(r *RunResult) float64 { return r.CPUS })
+	m.CPUPerFrMs = med(func(r *RunResult) float64 { return r.CPUPerFrMs })
+	m.RSSAvgMiB = med(func(r *RunResult) float64 { return r.RSSAvgMiB })
+	m.RSSMaxMiB = med(func(r *RunResult) float64 { return r.RSSMaxMiB })
+	m.HWMMiB = med(func(r *RunResult) float64 { return r.HWMMiB })
+	m.Results, m.Lost, m.Stages = 0, 0, map[string]Dist{}
+	for _, r := range runs {
+		m.Results += r.Results
+		m.Lost += r.Lost
+		for st := range r.Stages {
+			m.Stages[st] = Dist{}
+		}
+	}
+	for st := range m.Stages {
+		var d Dist
+		var in []*RunResult
+		for _, r := range runs {
+			if x, ok := r.Stages[st]; ok && x.N > 0 {
+				in = append(in, r)
+				d.N += x.N
+				d.Max = max(d.Max, x.Max)
+			}
+		}
+		all := runs
+		runs = in
+		d.P50 = med(func(r *RunResult) float64 { return r.Stages[st].P50 })
+		d.P99 = med(func(r *RunResult) float64 { return r.Stages[st].P99 })
+		d.Mean = med(func(r *RunResult) float64 { return r.Stages[st].Mean })
+		runs = all
+		m.Stages[st] = d
+	}
+	return &m
 }
 
 // Row returns the named row (nil if absent).
@@ -133,24 +195,24 @@ func stat(r *RunResult, stage string, p99 bool) *float64 {
 func (rep *Report) compare() {
 	for _, in := range rep.Inputs {
 		c := &Comparison{Input: in.Name}
+		runs := map[string][]*RunResult{}
 		for _, r := range rep.Runs {
 			if r.Input != in.Name {
 				continue
 			}
-			switch {
-			case r.Side == "python":
-				c.Python = r
-				if rep.PythonInfo == nil {
-					rep.PythonInfo = r.Info
-				}
-			case r.Phase == "saturation":
-				c.Sat = r
-			case r.Phase == "paced":
-				c.Latency = r
+			runs[r.Side+" "+r.Phase] = append(runs[r.Side+" "+r.Phase], r)
+			if r.Side == "python" && rep.PythonInfo == nil {
+				rep.PythonInfo = r.Info
 			}
 		}
+		c.Sat, c.PySat = medianRun(runs["edged saturation"]), medianRun(runs["python saturation"])
+		c.Latency, c.Python = medianRun(runs["edged paced"]), medianRun(runs["python paced"])
+		c.Rounds = len(runs["edged saturation"])
 		if c.Latency == nil {
 			c.Latency = c.Sat
+		}
+		if c.Python == nil {
+			c.Python = c.PySat
 		}
 		add := func(name, unit string, e, p *float64, comparable bool) {
 			row := Row{Name: name, Unit: unit, Edged: e, Python: p, Comparable: comparable}
@@ -169,17 +231,17 @@ func (rep *Report) compare() {
 			add(st+" p50", "µs", e50, p50, cmp)
 			add(st+" p99", "µs", stat(c.Latency, st, true), stat(c.Python, st, true), cmp)
 		}
-		add("total p50 at saturation", "µs", stat(c.Sat, "total", false), stat(c.Python, "total", false), e2e)
+		add("total p50 at saturation", "µs", stat(c.Sat, "total", false), stat(c.PySat, "total", false), e2e)
 		f := func(r *RunResult, v func(*RunResult) float64) *float64 {
 			if r == nil {
 				return nil
 			}
 			return ptr(v(r))
 		}
-		add("throughput at saturation", "results/s", f(c.Sat, func(r *RunResult) float64 { return r.Throughput }), f(c.Python, func(r *RunResult) float64 { return r.Throughput }), e2e)
-		add("CPU time per frame", "ms", f(c.Sat, func(r *RunResult) float64 { return r.CPUPerFrMs }), f(c.Python, func(r *RunResult) float64 { return r.CPUPerFrMs }), e2e)
-		add("RSS average", "MiB", f(c.Sat, func(r *RunResult) float64 { return r.RSSAvgMiB }), f(c.Python, func(r *RunResult) float64 { return r.RSSAvgMiB }), e2e)
-		add("RSS peak (VmHWM)", "MiB", f(c.Sat, func(r *RunResult) float64 { return r.HWMMiB }), f(c.Python, func(r *RunResult) float64 { return r.HWMMiB }), e2e)
+		add("throughput at saturation", "results/s", f(c.Sat, func(r *RunResult) float64 { return r.Throughput }), f(c.PySat, func(r *RunResult) float64 { return r.Throughput }), e2e)
+		add("CPU time per frame", "ms", f(c.Sat, func(r *RunResult) float64 { return r.CPUPerFrMs }), f(c.PySat, func(r *RunResult) float64 { return r.CPUPerFrMs }), e2e)
+		add("RSS average", "MiB", f(c.Sat, func(r *RunResult) float64 { return r.RSSAvgMiB }), f(c.PySat, func(r *RunResult) float64 { return r.RSSAvgMiB }), e2e)
+		add("RSS peak (VmHWM)", "MiB", f(c.Sat, func(r *RunResult) float64 { return r.HWMMiB }), f(c.PySat, func(r *RunResult) float64 { return r.HWMMiB }), e2e)
 		rep.Comparisons = append(rep.Comparisons, c)
 	}
 	rep.Goals = nil
@@ -245,6 +307,20 @@ func ratioStr(r *Row) string {
 	return fmt.Sprintf("%.2f", *r.Ratio)
 }
 
+func resultsOf(r *RunResult) int {
+	if r == nil {
+		return 0
+	}
+	return r.Results
+}
+
+func lostOf(r *RunResult) uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.Lost
+}
+
 func (rep *Report) markdown() string {
 	var b strings.Builder
 	s := rep.System
@@ -258,8 +334,8 @@ func (rep *Report) markdown() string {
 	}
 	fmt.Fprintf(&b, "; Linux %s; load average %s at the start, %s at the end\n", s.Kernel, s.LoadAvgStart, s.LoadAvgEnd)
 	fmt.Fprintf(&b, "- %s; Python %s %s\n", s.Edged, s.Python, string(rep.PythonInfo))
-	fmt.Fprintf(&b, "- ONNX Runtime intra-op threads %d on both sides; per run %s warm-up, %s measured; edged's latencies from a run paced at %g × its saturated throughput (0: from the saturation run)\n",
-		rep.Threads, rep.Warmup, rep.Measure, rep.Pace)
+	fmt.Fprintf(&b, "- ONNX Runtime intra-op threads %d on both sides; per run %s warm-up, %s measured; latencies from both sides paced at %g × the lower saturated throughput (0: from the saturation runs); %d round(s) per input, statistics are medians over rounds\n",
+		rep.Threads, rep.Warmup, rep.Measure, rep.Pace, max(rep.Rounds, 1))
 	m := rep.Manifest
 	fmt.Fprintf(&b, "- inputs: benchgen seed %d, model %s (sha256 %.12s, input %s [1,3,%d,%d])\n", m.Seed, m.Model, m.ModelSHA256, m.InputName, m.InputSize, m.InputSize)
 	for _, n := range rep.Notes {
@@ -294,15 +370,18 @@ func (rep *Report) markdown() string {
 	}
 	for _, c := range rep.Comparisons {
 		fmt.Fprintf(&b, "\n## %s\n\n", c.Input)
-		if c.Sat != nil {
-			fmt.Fprintf(&b, "edged: saturation %.1f results/s", c.Sat.Throughput)
-			if c.Latency != c.Sat && c.Latency != nil {
-				fmt.Fprintf(&b, ", latency run paced at %g fps (%d results)", c.Latency.PaceFPS, c.Latency.Results)
-			}
-			fmt.Fprintf(&b, "; lost records %d. ", c.Sat.Lost)
+		if c.Latency != nil && c.Latency != c.Sat {
+			fmt.Fprintf(&b, "Latencies from both sides paced at %g frames/s (edged %d results, Python %d); throughput, CPU and RSS at saturation",
+				c.Latency.PaceFPS, c.Latency.Results, resultsOf(c.Python))
+		} else {
+			fmt.Fprintf(&b, "All from the saturation runs")
 		}
-		if c.Python != nil {
-			fmt.Fprintf(&b, "Python: %d results.", c.Python.Results)
+		fmt.Fprintf(&b, " (edged %d results, Python %d).", resultsOf(c.Sat), resultsOf(c.PySat))
+		if c.Sat != nil && c.Sat.Lost+lostOf(c.Latency) > 0 {
+			fmt.Fprintf(&b, " edged records lost to a slow reader: %d.", c.Sat.Lost+lostOf(c.Latency))
+		}
+		if c.Rounds > 1 {
+			fmt.Fprintf(&b, " Each statistic is the median over %d rounds.", c.Rounds)
 		}
 		fmt.Fprintf(&b, "\n\n| stat | unit | edged | python | edged/python |\n|---|---|---:|---:|---:|\n")
 		for i := range c.Rows {
@@ -323,7 +402,10 @@ const stageNotes = `## What the stages include
   infer = sess.run; post = top-5; total = fill + pre + infer + post (+ timer reads); encode =
   json.dumps + sendall of the previous line, outside total.
 - overhead = total − infer, per record, then percentiles.
-- throughput, CPU time per frame and RSS: edged at saturation (free-running replay, schedule queue),
-  the Python loop as fast as it goes. CPU time is utime + stime over the window / frames.
+- stage rows (p50, p99, overhead): both sides paced at the same frame rate, which both keep up with
+  (edged: replay fps; Python: --fps, an untimed wait before reading, like a camera's blocking read).
+- throughput, CPU time per frame, RSS and "total p50 at saturation": edged at saturation (free-running
+  replay, schedule queue; its total then includes the wait in the queue), the Python loop as fast as
+  it goes. CPU time is utime + stime over the window / frames.
 - bench/README.md has the details and the caveats.
 `

@@ -32,6 +32,7 @@ type RunResult struct {
 	Side       string          `json:"side"`
 	Input      string          `json:"input"`
 	Phase      string          `json:"phase"` // saturation | paced | loop
+	Round      int             `json:"round"`
 	PaceFPS    float64         `json:"pace_fps,omitempty"`
 	Argv       []string        `json:"argv"`
 	Log        string          `json:"log"`

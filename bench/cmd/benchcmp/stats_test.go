@@ -128,15 +128,19 @@ func TestCompareRatiosAndGoals(t *testing.T) {
 	rep := &Report{Mode: "e2e", Inputs: []Input{{Name: "noisy-1920x1080", Width: 1920, Height: 1080}}, Runs: []*RunResult{
 		run("edged", "saturation", map[string]float64{"pre": 900, "infer": 1000, "total": 9000, Overhead: 8000}, 500),
 		run("edged", "paced", map[string]float64{"pre": 400, "infer": 1000, "total": 1500, Overhead: 500}, 250),
-		run("python", "loop", map[string]float64{"fill": 300, "pre": 2000, "infer": 1000, "total": 3500, Overhead: 2500}, 280),
+		run("python", "saturation", map[string]float64{"fill": 300, "pre": 2100, "infer": 1000, "total": 3600, Overhead: 2600}, 280),
+		run("python", "paced", map[string]float64{"fill": 300, "pre": 2000, "infer": 1000, "total": 3500, Overhead: 2500}, 140),
 	}}
 	rep.compare()
 	c := rep.Comparisons[0]
 	if r := c.Row("overhead p50"); r == nil || r.Ratio == nil || *r.Ratio != 0.2 {
-		t.Fatalf("overhead p50 row %+v: want the paced run's 500 / 2500", r)
+		t.Fatalf("overhead p50 row %+v: want the paced runs' 500 / 2500", r)
 	}
-	if r := c.Row("throughput at saturation"); *r.Edged != 500 || *r.Ratio != 500.0/280 {
-		t.Errorf("throughput from the saturation run: %+v", r)
+	if r := c.Row("throughput at saturation"); *r.Edged != 500 || *r.Python != 280 {
+		t.Errorf("throughput from the saturation runs: %+v", r)
+	}
+	if r := c.Row("total p50 at saturation"); *r.Edged != 9000 || *r.Python != 3600 {
+		t.Errorf("total at saturation from the saturation runs: %+v", r)
 	}
 	if r := c.Row("fill p50"); r.Edged != nil || r.Ratio != nil {
 		t.Errorf("fill is absent on edged's side, got %+v", r)
@@ -155,5 +159,30 @@ func TestCompareRatiosAndGoals(t *testing.T) {
 	}
 	if len(rep.Goals) != 1 {
 		t.Errorf("pre mode has %d goals, want the preprocessing one", len(rep.Goals))
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	mk := func(p50, thr float64, withFill bool) *RunResult {
+		r := &RunResult{Side: "python", Results: 10, Throughput: thr, Stages: map[string]Dist{"pre": {N: 10, P50: p50, P99: 2 * p50, Max: 3 * p50}}}
+		if withFill {
+			r.Stages["fill"] = Dist{N: 10, P50: p50 / 10}
+		}
+		return r
+	}
+	runs := []*RunResult{mk(10, 1, true), mk(30, 3, false), mk(20, 2, true)}
+	m := medianRun(runs)
+	if d := m.Stages["pre"]; d.P50 != 20 || d.P99 != 40 || d.N != 30 || d.Max != 90 {
+		t.Errorf("pre %+v: want p50 20, p99 40, n 30, max 90", d)
+	}
+	if m.Throughput != 2 || m.Results != 30 {
+		t.Errorf("throughput %g results %d, want 2 and 30", m.Throughput, m.Results)
+	}
+	// fill is in two runs: the median of {1, 2} is 1.5, not diluted by the third.
+	if d := m.Stages["fill"]; d.P50 != 1.5 || d.N != 20 {
+		t.Errorf("fill %+v: want p50 1.5 over 20", d)
+	}
+	if runs[0].Stages["pre"].P50 != 10 || medianRun(runs[:1]) != runs[0] || medianRun(nil) != nil {
+		t.Error("medianRun changed its input or folded a single run")
 	}
 }
