@@ -95,7 +95,8 @@ HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | x
 
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
-	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean
+	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean \
+	bench-tools bench-compare
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -210,6 +211,24 @@ bench: ## Go benchmarks of all packages (-benchmem); output also in bin/bench-*.
 	@mkdir -p $(BIN)
 	$(ORT_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(TAGFLAG) $(PKGS) | tee $(BENCH_OUT)
 	@echo "benchmark output: $(BENCH_OUT)"
+
+# edged vs the Python loop of bench/ (bench/README.md). BENCH_BUILD=0 uses the
+# binaries already in bin/ (a machine without Go); BENCH_ARGS go to benchcmp.
+BENCH_INPUTS ?= $(BIN)/bench-inputs
+BENCH_ARGS ?=
+BENCH_BUILD ?= 1
+BENCH_PYTHONS ?= python3 /usr/bin/python3
+
+bench-tools: ## bin/benchgen and bin/benchcmp, static (CGO_ENABLED=0): they run without Go
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/benchgen ./bench/cmd/benchgen
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/benchcmp ./bench/cmd/benchcmp
+
+bench-compare: $(if $(filter 1,$(BENCH_BUILD)),build bench-tools) ## edged vs a Python OpenCV/NumPy/onnxruntime loop on the same inputs: bin/bench-report/ (bench/README.md)
+	@for p in $(BENCH_PYTHONS); do if $$p -c 'import cv2, numpy' 2>/dev/null; then exit 0; fi; done; \
+		echo "bench-compare: no Python with cv2 and numpy ($(BENCH_PYTHONS)); on Debian: apt-get install python3-opencv python3-numpy"; exit 1
+	@test -f $(BENCH_INPUTS)/inputs.json || $(BIN)/benchgen -o $(BENCH_INPUTS)
+	$(BIN)/benchcmp -inputs $(BENCH_INPUTS) -edged $(BIN)/edged $(BENCH_ARGS)
 
 generate: ## go generate ./... (CI fails when this changes the tree)
 	$(GO) generate ./...

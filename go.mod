@@ -10,6 +10,7 @@ require (
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/yalue/onnxruntime_go v1.27.0
 	go.bug.st/serial v1.8.0
+	golang.org/x/image v0.48.0
 	golang.org/x/sys v0.50.0
 )
 

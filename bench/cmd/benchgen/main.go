@@ -1,0 +1,203 @@
+// Command benchgen writes the inputs of the side-by-side benchmark
+// (bench/README.md) into a folder:
+//
+//   - noisy-WxH.edgedraw: N frames of seeded uniform random bytes (valid
+//     YUYV; nothing compresses or predicts them),
+//   - flat-WxH.edgedraw: N frames of one colour each,
+//
+// for each size (default 1920x1080 and 3840x2160), as raw replay files
+// (sensors/replay's EDGEDRAW format, written by replay.Recorder) with every
+// recorded delta 0 and no frame rate, so a replay source plays them as fast
+// as it is asked;
+//
+//   - model.onnx: the benchmark classifier (bench/internal/onnxmodel),
+//   - inputs.json: the manifest benchcmp reads, written last.
+//
+// The same flags give the same bytes.
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/edged-dev/edged/bench/internal/onnxmodel"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/replay"
+)
+
+// Manifest is inputs.json.
+type Manifest struct {
+	Version     int     `json:"version"`
+	Seed        uint64  `json:"seed"`
+	Model       string  `json:"model"`
+	ModelSHA256 string  `json:"model_sha256"`
+	InputName   string  `json:"input_name"`
+	OutputName  string  `json:"output_name"`
+	InputSize   int     `json:"input_size"`
+	Inputs      []Input `json:"inputs"`
+}
+
+// Input is one replay file.
+type Input struct {
+	Name   string `json:"name"` // kind-WxH
+	Kind   string `json:"kind"` // noisy | flat
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Format string `json:"format"`
+	Frames int    `json:"frames"`
+	Path   string `json:"path"` // relative to the manifest
+	Bytes  int64  `json:"bytes"`
+}
+
+func main() {
+	out := flag.String("o", "bin/bench-inputs", "output folder")
+	n := flag.Int("n", 16, "frames per replay file")
+	seed := flag.Uint64("seed", 1, "seed of the noisy frames, the flat colours and the model weights")
+	sizes := flag.String("sizes", "1920x1080,3840x2160", "frame sizes, comma-separated WxH")
+	kinds := flag.String("kinds", "noisy,flat", "frame kinds, comma-separated (noisy, flat)")
+	inSize := flag.Int("input-size", onnxmodel.Size, "model input width and height")
+	flag.Parse()
+	if err := run(*out, *n, *seed, *sizes, *kinds, *inSize); err != nil {
+		fmt.Fprintln(os.Stderr, "benchgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out string, n int, seed uint64, sizes, kinds string, inSize int) error {
+	if n < 1 {
+		return fmt.Errorf("-n %d: at least one frame", n)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	// A stale manifest must not describe files being rewritten.
+	if err := os.Remove(filepath.Join(out, "inputs.json")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	model, err := onnxmodel.Build(onnxmodel.Options{Size: inSize, Seed: seed})
+	if err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(out, "model.onnx"), func(f *os.File) error { _, err := f.Write(model); return err }); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(model)
+	m := Manifest{Version: 1, Seed: seed, Model: "model.onnx", ModelSHA256: hex.EncodeToString(sum[:]),
+		InputName: onnxmodel.InputName, OutputName: onnxmodel.OutputName, InputSize: inSize}
+	for _, size := range strings.Split(sizes, ",") {
+		w, h, err := parseSize(size)
+		if err != nil {
+			return err
+		}
+		for _, kind := range strings.Split(kinds, ",") {
+			kind = strings.TrimSpace(kind)
+			if kind != "noisy" && kind != "flat" {
+				return fmt.Errorf("frame kind %q (want noisy or flat)", kind)
+			}
+			in := Input{Name: fmt.Sprintf("%s-%dx%d", kind, w, h), Kind: kind, Width: w, Height: h, Format: "YUYV", Frames: n}
+			in.Path = in.Name + ".edgedraw"
+			path := filepath.Join(out, in.Path)
+			if err := writeFile(path, func(f *os.File) error { return writeFrames(f, in, seed) }); err != nil {
+				return err
+			}
+			st, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			in.Bytes = st.Size()
+			m.Inputs = append(m.Inputs, in)
+			fmt.Printf("wrote %s (%d frames, %.0f MB)\n", path, n, float64(in.Bytes)/1e6)
+		}
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	manifest := filepath.Join(out, "inputs.json")
+	if err := writeFile(manifest, func(f *os.File) error { _, err := f.Write(append(b, '\n')); return err }); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s and %s\n", filepath.Join(out, "model.onnx"), manifest)
+	return nil
+}
+
+func parseSize(s string) (w, h int, err error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), "x")
+	if ok {
+		w, err = strconv.Atoi(a)
+		if err == nil {
+			h, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || w < 2 || h < 1 || w%2 != 0 || w > 16384 || h > 16384 {
+		return 0, 0, fmt.Errorf("size %q: want WxH with an even width up to 16384", s)
+	}
+	return w, h, nil
+}
+
+// writeFile writes path through a temporary file renamed into place.
+func writeFile(path string, fill func(*os.File) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	err = f.Chmod(0o644)
+	if err == nil {
+		err = fill(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// writeFrames records in.Frames frames. Every capture time is 0, so every
+// delta is 0: replay plays the file without pacing (its fps = 0 keeps the
+// recorded pace, which is none).
+func writeFrames(f *os.File, in Input, seed uint64) error {
+	format := sensors.Format{Width: in.Width, Height: in.Height, Pixel: sensors.YUYV}
+	rec, err := replay.NewRecorder(f, format)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, format.FrameSize())
+	for i := range in.Frames {
+		// One stream per (seed, size, frame): files of other sizes or
+		// lengths do not shift each other's frames.
+		var key [32]byte
+		le := binary.LittleEndian
+		le.PutUint64(key[0:], seed)
+		le.PutUint32(key[8:], uint32(in.Width))
+		le.PutUint32(key[12:], uint32(in.Height))
+		le.PutUint64(key[16:], uint64(i))
+		copy(key[24:], in.Kind)
+		rng := rand.NewChaCha8(key)
+		if in.Kind == "noisy" {
+			rng.Read(buf)
+		} else {
+			var c [4]byte // Y U Y V of one colour
+			rng.Read(c[:])
+			c[2] = c[0]
+			for j := 0; j < len(buf); j += 4 {
+				copy(buf[j:j+4], c[:])
+			}
+		}
+		if err := rec.WriteFrame(buf, 0, 0); err != nil {
+			return err
+		}
+	}
+	return rec.Flush()
+}
