@@ -83,9 +83,11 @@ func (o Output) String() string {
 //  2. The image is resized into the output (Geometry: stretch, or
 //     letterbox centred with PadValue around it) with Filter, per RGB
 //     channel, after the conversion.
-//  3. Output channel k holds RGB channel k (BGR: 2 − k); a 1-channel
-//     output holds the luma 0.299 r + 0.587 g + 0.114 b.
-//  4. Each value becomes v·Scale/Std[k] − Mean[k]/Std[k] (Affine).
+//  3. Each RGB channel k (0 = R, 1 = G, 2 = B) becomes
+//     v·Scale/Std[k] − Mean[k]/Std[k] (Affine): Mean and Std are in R, G,
+//     B order whatever the channel order of the output. A 1-channel output
+//     holds the luma 0.299 r + 0.587 g + 0.114 b normalised with index 0.
+//  4. Output channel j holds RGB channel j, or 2 − j with BGR.
 type Options struct {
 	Resize    string // Stretch (default) or Letterbox
 	Filter    string // Bilinear (default) or Area
@@ -130,9 +132,9 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Affine returns the per-output-channel normalisation out = v·a[k] + b[k]
-// (output channel order: b and a follow BGR). Zero Scale means 1/255 and
-// zero Std means 1.
+// Affine returns the normalisation out = v·a[k] + b[k] of RGB channel k
+// (0 = R, 1 = G, 2 = B; in that order also with BGR output). Zero Scale
+// means 1/255 and zero Std means 1.
 func (o Options) Affine() (a, b [3]float32) {
 	scale := o.Scale
 	if scale == 0 {
