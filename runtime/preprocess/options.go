@@ -19,8 +19,9 @@ const (
 	Bilinear = "bilinear"
 	// Area averages every source pixel under the destination pixel's
 	// footprint [i·r, (i+1)·r), edge pixels weighted by their overlap (the
-	// OpenCV INTER_AREA rule). Where the image grows (r ≤ 1) it is
-	// Bilinear.
+	// OpenCV INTER_AREA rule). The filter is separable and chosen per
+	// axis: along an axis where the image grows or keeps its size (r ≤ 1)
+	// that axis uses the Bilinear taps.
 	Area = "area"
 )
 
