@@ -1,16 +1,11 @@
 package preprocess
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/edged-dev/edged/sensors"
 )
-
-// ErrUnsupported is returned for pixel formats or tensor layouts the CPU
-// path does not handle.
-var ErrUnsupported = errors.New("preprocess: unsupported")
 
 // Preprocessor converts frames of one pipeline.
 type Preprocessor struct {
