@@ -297,3 +297,49 @@ func HalfToFloat(h uint16) float32 {
 	}
 	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
 }
+
+// Tap is one source pixel's share of a destination pixel along one axis.
+type Tap struct {
+	Src    int     // source pixel index, 0..n-1
+	Weight float64 // the taps of one destination pixel sum to 1
+}
+
+// Taps spells out Filter along one axis: for each of m destination pixels
+// over n source pixels (r = n/m), the source pixels it reads and their
+// weights. The 2-D filter is separable: a destination pixel is the sum over
+// its row taps and column taps of wy·wx·pixel.
+//
+// Bilinear: centre s = (i+0.5)·r − 0.5 clamped to [0, n−1], taps
+// ⌊s⌋ (weight 1 − f) and ⌊s⌋+1 (weight f, f = s − ⌊s⌋), one tap where
+// they coincide at the edge or f is 0.
+//
+// Area with r > 1: every source pixel s overlapping [i·r, (i+1)·r),
+// weighted by its overlap / r (exact: computed in units of 1/m). With
+// r ≤ 1 on this axis Area is Bilinear.
+func Taps(filter string, n, m int) [][]Tap {
+	taps := make([][]Tap, m)
+	if filter == Area && n > m {
+		for i := range taps {
+			lo, hi := i*n, (i+1)*n // footprint in units of 1/m
+			for s := lo / m; s*m < hi; s++ {
+				ov := min(hi, (s+1)*m) - max(lo, s*m)
+				if ov > 0 {
+					taps[i] = append(taps[i], Tap{Src: s, Weight: float64(ov) / float64(n)})
+				}
+			}
+		}
+		return taps
+	}
+	r := float64(n) / float64(m)
+	for i := range taps {
+		s := min(max((float64(i)+0.5)*r-0.5, 0), float64(n-1))
+		i0 := int(s)
+		f := s - float64(i0)
+		if f == 0 || i0+1 >= n {
+			taps[i] = []Tap{{Src: i0, Weight: 1}}
+			continue
+		}
+		taps[i] = []Tap{{Src: i0, Weight: 1 - f}, {Src: i0 + 1, Weight: f}}
+	}
+	return taps
+}

@@ -1,0 +1,169 @@
+package preprocess
+
+import (
+	"math"
+
+	"github.com/edged-dev/edged/sensors"
+)
+
+// pixelKind selects the horizontal kernels for a pixel format.
+type pixelKind int
+
+const (
+	kindYUV  pixelKind = iota // YUYV, UYVY (packed) and NV12 (chroma plane)
+	kindRGB                   // RGB24, BGR24 (offsets say which byte is R)
+	kindGrey                  // GREY
+)
+
+// plan holds the tables for one source format and size; a Preprocessor
+// builds it on the first frame of that format and reuses it.
+type plan struct {
+	f      sensors.Format // Pixel, Width, Height and Stride are the key
+	g      Geometry
+	iw, ih int // image area in the output
+	kind   pixelKind
+	stride int // bytes per source line
+	yLine  int // bytes of a line the pixels are read from
+	cBase  int // NV12: offset of the chroma plane (0: chroma in the line)
+	cLine  int // NV12: bytes of a chroma line read
+
+	// Horizontal: x2 when every column reads at most 2 pixels (bilinear,
+	// or area where the image grows); otherwise area converts whole lines
+	// into running sums (rowBuf int32s) and weighs footprints.
+	x2     []xtap
+	area   []areaTap
+	rowBuf int // int32s of the converted line (K-tap only)
+	// Vertical: output image row i reads filtered source rows
+	// ySrc[yStart[i]:yStart[i+1]] weighted yW (which carries rowScale);
+	// v2 when every row has exactly 2 entries (yStart[i] = 2i).
+	yStart, ySrc []int32
+	yW           []float32
+	v2           bool
+
+	chunks [][2]int // output rows [lo, hi) claimed as a unit (pool.go)
+}
+
+func (pl *plan) matches(f sensors.Format) bool {
+	return pl != nil && pl.f.Pixel == f.Pixel && pl.f.Width == f.Width && pl.f.Height == f.Height &&
+		pl.f.LineBytes() == f.LineBytes()
+}
+
+// newPlan builds the tables for frames of format f (already checked).
+func newPlan(f sensors.Format, o Options, threads int) *plan {
+	pl := &plan{f: f, stride: f.LineBytes()}
+	pl.g = Place(f.Width, f.Height, o.Out.W, o.Out.H, o.Resize)
+	pl.iw, pl.ih = pl.g.X1-pl.g.X0, pl.g.Y1-pl.g.Y0
+	switch f.Pixel {
+	case sensors.YUYV, sensors.UYVY:
+		pl.kind, pl.yLine = kindYUV, 4*((f.Width+1)/2)
+	case sensors.NV12:
+		pl.kind, pl.yLine = kindYUV, f.Width
+		pl.cBase, pl.cLine = pl.stride*f.Height, 2*((f.Width+1)/2)
+	case sensors.GREY:
+		pl.kind, pl.yLine = kindGrey, f.Width
+	default:
+		pl.kind, pl.yLine = kindRGB, 3*f.Width
+	}
+
+	xt := Taps(o.Filter, f.Width, pl.iw)
+	if maxTaps(xt) <= 2 {
+		px := pixelOffsets(f)
+		pl.x2 = make([]xtap, pl.iw)
+		for i, t := range xt {
+			x := xtap{p0: px[t[0].Src], p1: px[t[0].Src]}
+			if len(t) == 2 {
+				x.p1, x.w1 = px[t[1].Src], int32(math.Round(t[1].Weight*wOne))
+			}
+			pl.x2[i] = x
+		}
+	} else {
+		pl.area = make([]areaTap, pl.iw)
+		for i, t := range xt {
+			pl.area[i] = newAreaTap(t)
+		}
+		pl.rowBuf = 3 * (f.Width + 1)
+	}
+
+	yt := Taps(o.Filter, f.Height, pl.ih)
+	pl.v2 = maxTaps(yt) <= 2
+	pl.yStart = make([]int32, 0, pl.ih+1)
+	for _, t := range yt {
+		pl.yStart = append(pl.yStart, int32(len(pl.ySrc)))
+		for _, tp := range t {
+			pl.ySrc = append(pl.ySrc, int32(tp.Src))
+			pl.yW = append(pl.yW, float32(tp.Weight*rowScale))
+		}
+		if pl.v2 && len(t) == 1 { // a second tap of weight 0 keeps v2 regular
+			pl.ySrc = append(pl.ySrc, int32(t[0].Src))
+			pl.yW = append(pl.yW, 0)
+		}
+	}
+	pl.yStart = append(pl.yStart, int32(len(pl.ySrc)))
+
+	// Chunks split the image rows evenly, a few per thread so that a
+	// thread that starts late still gets a share; padding rows go to the
+	// first and last chunk. One thread takes the frame as one chunk.
+	n := 1
+	if threads > 1 {
+		n = max(1, min(pl.ih, 4*threads))
+	}
+	pl.chunks = make([][2]int, n)
+	for i := range pl.chunks {
+		pl.chunks[i] = [2]int{pl.g.Y0 + pl.ih*i/n, pl.g.Y0 + pl.ih*(i+1)/n}
+	}
+	pl.chunks[0][0] = 0
+	pl.chunks[n-1][1] = o.Out.H
+	return pl
+}
+
+func maxTaps(t [][]Tap) int {
+	n := 0
+	for _, ti := range t {
+		n = max(n, len(ti))
+	}
+	return n
+}
+
+// newAreaTap rounds a footprint's weights (consecutive pixels, those
+// between the first and last weighted alike) to fixed point; the last
+// weight takes what the others leave of 1.
+func newAreaTap(t []Tap) areaTap {
+	n := len(t)
+	a := areaTap{first: int32(t[0].Src), last: int32(t[n-1].Src), wFirst: int32(math.Round(t[0].Weight * wOne))}
+	a.midEnd = max(a.last, a.first+1)
+	if n == 1 {
+		a.wFirst = wOne
+		return a
+	}
+	if n > 2 {
+		a.wMid = int64(math.Round(t[1].Weight * wOne * (1 << midBits)))
+	}
+	mid := int32(math.Round(float64(int64(n-2)*a.wMid) / (1 << midBits)))
+	a.wLast = wOne - a.wFirst - mid
+	return a
+}
+
+// pixelOffsets locates every pixel of a line (chroma in the chroma line
+// for NV12).
+func pixelOffsets(f sensors.Format) []pxOff {
+	px := make([]pxOff, f.Width)
+	for x := range px {
+		m, odd := int32(4*(x/2)), int32(2*(x%2))
+		i := int32(x)
+		switch f.Pixel {
+		case sensors.YUYV: // Y0 U Y1 V
+			px[x] = pxOff{m + odd, m + 1, m + 3}
+		case sensors.UYVY: // U Y0 V Y1
+			px[x] = pxOff{m + 1 + odd, m, m + 2}
+		case sensors.NV12:
+			px[x] = pxOff{i, 2 * (i / 2), 2*(i/2) + 1}
+		case sensors.GREY:
+			px[x] = pxOff{i, i, i}
+		case sensors.RGB24:
+			px[x] = pxOff{3 * i, 3*i + 1, 3*i + 2}
+		case sensors.BGR24:
+			px[x] = pxOff{3*i + 2, 3*i + 1, 3 * i}
+		}
+	}
+	return px
+}
