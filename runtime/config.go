@@ -56,6 +56,7 @@ type GPUConfig struct {
 	Memory          string `toml:"memory"`
 	Strict          bool   `toml:"strict"`
 	TensorRTLibrary string `toml:"tensorrt_library"`
+	NVRTCLibrary    string `toml:"nvrtc_library"` // NVRTC for the preprocessing kernels; "" = search
 }
 
 // SourceConfig is one [[source]].
@@ -130,6 +131,13 @@ type PreprocessConfig struct {
 	Std    []float64 `toml:"std"`
 	Width  int       `toml:"width"`  // for engines with dynamic input size
 	Height int       `toml:"height"` // for engines with dynamic input size
+
+	Device      string `toml:"device"`       // auto | gpu | cpu
+	ColorMatrix string `toml:"color_matrix"` // bt601 | bt709 (YUV sources)
+	ColorRange  string `toml:"color_range"`  // limited | full (YUV sources)
+	Filter      string `toml:"filter"`       // bilinear | area
+	Layout      string `toml:"layout"`       // auto | nchw | nhwc
+	Threads     int    `toml:"threads"`      // CPU path goroutines; 0 = min(cores, 4)
 }
 
 // PostprocessConfig is one [[pipeline.postprocess]].

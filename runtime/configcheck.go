@@ -85,6 +85,11 @@ func (c *Config) applyDefaults() {
 		pp := &p.Preprocess
 		def(&pp.Resize, "stretch")
 		def(&pp.Color, "rgb")
+		def(&pp.Device, "auto")
+		def(&pp.ColorMatrix, "bt601")
+		def(&pp.ColorRange, "limited")
+		def(&pp.Filter, "bilinear")
+		def(&pp.Layout, "auto")
 		if pp.Scale == 0 {
 			pp.Scale = 1.0 / 255
 		}
@@ -513,6 +518,14 @@ func (c *Config) checkPipeline(k *checker, i int) {
 	pre := func(key string) string { return at("preprocess." + key) }
 	k.oneOf(pre("resize"), pp.Resize, "stretch", "letterbox")
 	k.oneOf(pre("color"), pp.Color, "rgb", "bgr")
+	k.oneOf(pre("device"), pp.Device, "auto", "gpu", "cpu")
+	k.oneOf(pre("color_matrix"), pp.ColorMatrix, "bt601", "bt709")
+	k.oneOf(pre("color_range"), pp.ColorRange, "limited", "full")
+	k.oneOf(pre("filter"), pp.Filter, "bilinear", "area")
+	k.oneOf(pre("layout"), pp.Layout, "auto", "nchw", "nhwc")
+	if pp.Threads < 0 || pp.Threads > 64 {
+		k.add(pre("threads"), "must be between 0 (automatic) and 64")
+	}
 	if pp.Scale <= 0 || math.IsInf(pp.Scale, 0) || math.IsNaN(pp.Scale) {
 		k.add(pre("scale"), "must be a positive number (1/255 maps 8-bit pixels to [0,1])")
 	}

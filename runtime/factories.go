@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 
+	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -36,6 +37,11 @@ type Factories struct {
 	// io.Closer is closed after its engines when the configuration is
 	// replaced or the daemon stops.
 	Backend func(name string, m *ModelConfig, cfg *Config) (trt.Backend, error)
+	// GPUPreprocess builds the GPU preprocessing path of a pipeline, or
+	// returns an error wrapping preprocess.ErrNoGPU where there is no
+	// CUDA device (then preprocess.device = "auto" runs on the CPU). nil
+	// means the CPU path always.
+	GPUPreprocess func(o preprocess.Options, cfg *Config) (GPUPreprocessor, error)
 	// Sink builds a sink. inherited is the socket-activated listener for
 	// this sink, or nil.
 	Sink func(s *SinkConfig, cfg *Config, inherited net.Listener, control ControlFunc) (Sink, error)

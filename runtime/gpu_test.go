@@ -3,9 +3,12 @@ package runtime
 import (
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/preprocess"
+	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/umem"
 )
@@ -24,17 +27,28 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 		t.Skip("no CUDA device")
 	}
 	t.Logf("device: %s", strings.ReplaceAll(probe.Probe.String(), "\n", "; "))
-	for _, c := range []struct {
+	type lane struct {
 		strategy umem.Strategy
 		strict   bool
-	}{{umem.StrategyAuto, false}, {umem.StrategyPinned, false}, {umem.StrategyMapped, false}, {umem.StrategyManaged, false}, {umem.StrategyManaged, true}} {
+		device   string // preprocess.device
+	}
+	var lanes []lane
+	for _, dev := range []string{"cpu", "gpu"} {
+		lanes = append(lanes, lane{umem.StrategyAuto, false, dev}, lane{umem.StrategyPinned, false, dev},
+			lane{umem.StrategyMapped, false, dev}, lane{umem.StrategyManaged, false, dev}, lane{umem.StrategyManaged, true, dev})
+	}
+	for _, c := range lanes {
 		name := string(c.strategy)
 		if c.strict {
 			name += "-strict"
 		}
+		name += "-pre-" + c.device
 		t.Run(name, func(t *testing.T) {
 			sink := newRecordingSink()
-			cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 200.0") })
+			cfg := defaultConfig(t, func(s string) string {
+				s = mustReplace(t, s, "fps = 30.0", "fps = 200.0")
+				return mustReplace(t, s, `device = "auto"           # auto | gpu | cpu`, `device = "`+c.device+`"`)
+			})
 			f := testFactories(t, sink, backend)
 			var place *umem.Placement
 			f.Allocator = func(GPUConfig) (umem.Allocator, string, error) {
@@ -45,10 +59,22 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 				place = p
 				return p.Alloc, p.Reason, nil
 			}
+			var gpuFrames atomic.Int64
+			f.GPUPreprocess = func(o preprocess.Options, _ *Config) (GPUPreprocessor, error) {
+				g, err := preprocess.NewGPU(o, preprocess.GPUOptions{Placement: place, CacheDir: t.TempDir(),
+					NVRTC: os.Getenv("EDGED_NVRTC_LIB")})
+				if err != nil {
+					return nil, err
+				}
+				return countingGPU{g, &gpuFrames}, nil
+			}
 			_, _, stop := runDaemon(t, Options{Config: cfg, Factories: f})
 			results := sink.waitResults(t, 300, 60*time.Second)
 			if err := stop(); err != nil {
 				t.Fatal(err)
+			}
+			if n := gpuFrames.Load(); (c.device == "gpu") != (n > 0) {
+				t.Errorf("preprocess.device = %q: %d frames preprocessed on the GPU", c.device, n)
 			}
 			opts := syntheticOptions(cfg.Source("cam0"))
 			for _, r := range results[:300] {
@@ -61,4 +87,15 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 			place.Close()
 		})
 	}
+}
+
+// countingGPU counts the frames the GPU path preprocessed.
+type countingGPU struct {
+	*preprocess.GPU
+	n *atomic.Int64
+}
+
+func (c countingGPU) Run(src umem.Buffer, n int, f sensors.Format, dst umem.Buffer) (preprocess.Transform, error) {
+	c.n.Add(1)
+	return c.GPU.Run(src, n, f, dst)
 }

@@ -135,7 +135,7 @@ func isAbsent(err error) bool {
 
 func (g *graph) newPipeline(pc *PipelineConfig) *pipeline {
 	d, c := g.d, g.cfg
-	p := &pipeline{d: d, stall: c.Daemon.StallTimeout.Duration, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: &trt.Hot{},
+	p := &pipeline{d: d, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: &trt.Hot{},
 		mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
 	for _, name := range pc.Sensors {
 		p.rings = append(p.rings, g.sensors[name].ring)
@@ -510,6 +510,9 @@ func (g *graph) stop(deadline time.Time) error {
 	}
 	for _, p := range g.pipelines {
 		p.mb.drain()
+		if err == nil {
+			p.closePreprocessors()
+		}
 		p.hot.Close()
 		if p.pool != nil && err == nil {
 			p.pool.Close()

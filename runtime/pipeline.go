@@ -18,6 +18,13 @@ import (
 	"github.com/edged-dev/edged/umem"
 )
 
+// frameSlot is the frame memory the pipeline hands to the GPU path and
+// marks for metrics: a umem pool slot in the daemon.
+type frameSlot interface {
+	Buffer() umem.Buffer
+	SetState(umem.SlotState)
+}
+
 // pipelineState is what a pipeline is doing, for STATUS= and /readyz.
 type pipelineState int32
 
@@ -33,6 +40,7 @@ const (
 type pipeline struct {
 	d     *daemon
 	stall time.Duration // daemon.stall_timeout of the configuration this pipeline belongs to
+	conf  *Config       // the configuration this pipeline belongs to
 	cfg   *PipelineConfig
 	scfg  *SourceConfig
 	log   *slog.Logger
@@ -47,8 +55,11 @@ type pipeline struct {
 	// fixed at start from the engine signature
 	inIdx     int
 	c, h, w   int
-	pre       *preprocess.Preprocessor
-	tr        preprocess.Transform // of the frame being processed
+	pre       *preprocess.Preprocessor // the CPU path
+	gpre      GPUPreprocessor          // the GPU path; nil without a GPU or with device = "cpu"
+	useGPU    bool                     // the path chosen for preKey
+	preKey    sensors.Format           // the frame format the choice was made for
+	tr        preprocess.Transform     // of the frame being processed
 	post      []*postprocess.Processor
 	postOut   []int // engine output index per processor
 	rec       stream.Record
@@ -196,7 +207,7 @@ func (p *pipeline) deliver(ctx context.Context) error {
 			p.stats.droppedCorrupt.Add(1)
 			continue
 		}
-		if s, ok := f.Slot.(*umem.Slot); ok {
+		if s, ok := f.Slot.(frameSlot); ok {
 			s.SetState(umem.SlotReady)
 		}
 		n, ok := p.mb.put(ctx, f)
@@ -303,23 +314,21 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	}
 	defer gen.Release()
 	eng := gen.Engine
-	in := eng.Inputs()[p.inIdx].Float32()
-	slot, _ := f.Slot.(*umem.Slot)
-	if slot != nil {
-		slot.SetState(umem.SlotCPU)
-	}
 	if failpoint(ctx, "pipeline/preprocess") {
 		f.Slot.Release()
 		return
 	}
 	var err error
-	p.tr, err = p.pre.Run(f.Data(), f.Format, in, p.c, p.h, p.w)
-	frameSeq, tCapture := f.Seq, f.TCapture
+	p.tr, err = p.preprocess(f, eng.Inputs()[p.inIdx])
+	frameSeq, tCapture, tReady := f.Seq, f.TCapture, f.TReady
 	f.Slot.Release()
-	if err != nil || in == nil {
+	if err != nil {
 		p.stats.preErrors.Add(1)
 		p.errs.log(p.log, "preprocessing failed", "frame_seq", frameSeq, "format", f.Format.String(), "err", err)
 		return
+	}
+	if tReady == 0 {
+		tReady = tCapture
 	}
 	t1 := monoNow()
 	if failpoint(ctx, "pipeline/infer") {
@@ -358,7 +367,13 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		r.Sensors = ring.Nearest(tCapture, int64(p.cfg.SensorWindow.Duration), r.Sensors)
 	}
 	t3 := monoNow()
-	r.Latency = stream.Latency{Pre: (t1 - t0) / 1000, Infer: (t2 - t1) / 1000, Post: (t3 - t2) / 1000, Total: (t3 - tCapture) / 1000}
+	// Each stage is the difference of truncated µs stamps, so the stages
+	// add up to the total; the sink adds encode and the total as it
+	// encodes (stream.Record.TPostNs).
+	us := func(ns int64) int64 { return ns / 1000 }
+	r.Latency = stream.Latency{Fill: us(tReady) - us(tCapture), Queue: us(t0) - us(tReady), Pre: us(t1) - us(t0),
+		Infer: us(t2) - us(t1), Post: us(t3) - us(t2), Total: us(t3) - us(tCapture)}
+	r.TPostNs = t3
 	// Counted before it is handed to the sinks: a client that has seen a
 	// result finds it in edged_results_total.
 	p.stats.results.Add(1)
@@ -389,16 +404,14 @@ func (p *pipeline) bind(eng trt.Engine) error {
 		return fmt.Errorf("%w: model %q has no input %q (inputs: %s)", ErrConfig, p.cfg.Model, p.cfg.Preprocess.Input, tensorNames(ins))
 	}
 	in := ins[p.inIdx]
-	if in.Type != trt.Float32 || len(in.Shape) != 4 || in.Shape[0] != 1 || (in.Shape[1] != 1 && in.Shape[1] != 3) {
-		return fmt.Errorf("%w: model %q input %s: the CPU preprocessing fills float32 NCHW tensors of shape [1,3,H,W] or [1,1,H,W]", ErrConfig, p.cfg.Model, in.TensorSpec)
+	out, err := inputLayout(in.TensorSpec, p.cfg.Preprocess.Layout)
+	if err != nil {
+		return fmt.Errorf("%w: model %q input %s: %w", ErrConfig, p.cfg.Model, in.TensorSpec, err)
 	}
-	p.c, p.h, p.w = int(in.Shape[1]), int(in.Shape[2]), int(in.Shape[3])
-	pp := p.cfg.Preprocess
-	p.pre = preprocess.New(preprocess.Options{
-		Resize: pp.Resize, BGR: pp.Color == "bgr", Scale: float32(pp.Scale),
-		Mean: [3]float32{float32(pp.Mean[0]), float32(pp.Mean[1]), float32(pp.Mean[2])},
-		Std:  [3]float32{float32(pp.Std[0]), float32(pp.Std[1]), float32(pp.Std[2])},
-	})
+	p.c, p.h, p.w = out.C, out.H, out.W
+	if err := p.newPreprocessors(out); err != nil {
+		return err
+	}
 	outs := eng.Outputs()
 	byName := map[string]int{}
 	for i, t := range outs {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/plan"
 	"github.com/edged-dev/edged/trt/tensorrt"
@@ -65,6 +66,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		ok("TensorRT: %s; this edged was built against TensorRT headers %s", lib, tensorrt.HeaderVersion())
 	} else {
 		fmt.Fprintf(stdout, "        TensorRT: %v\n", err)
+	}
+
+	fmt.Fprintln(stdout, "preprocessing:")
+	for i := range cfg.Pipelines {
+		checkPreprocess(w, cfg, &cfg.Pipelines[i], ok, warn, fail)
 	}
 
 	fmt.Fprintln(stdout, "devices:")
@@ -196,4 +202,43 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 		return "", "", err
 	}
 	return trt.SignatureOf(eng).String(), be.Name(), nil
+}
+
+// checkPreprocess says where a pipeline will preprocess: with a CUDA
+// device and device = "auto" or "gpu" it compiles (or loads from the
+// cache) the GPU kernels; "auto" still measures both paths on the first
+// frame when it runs.
+func checkPreprocess(w *wiring, cfg *edruntime.Config, pc *edruntime.PipelineConfig, ok, warn func(string, ...any), fail func(int, string, ...any)) {
+	dev := pc.Preprocess.Device
+	if dev == "cpu" {
+		ok("pipeline %s: CPU (preprocess.device = \"cpu\")", pc.Name)
+		return
+	}
+	start := time.Now()
+	g, err := w.gpuPreprocess(preprocess.Options{Out: preprocess.Output{C: 3, H: 8, W: 8}}, cfg)
+	if err != nil {
+		if dev == "gpu" {
+			fail(exitFailure, "pipeline %s: preprocess.device = \"gpu\": %v", pc.Name, err)
+		} else {
+			ok("pipeline %s: CPU (%v)", pc.Name, err)
+		}
+		return
+	}
+	defer g.Close()
+	src := "compiled"
+	if gp, isGPU := g.(*preprocess.GPU); isGPU {
+		if ptx := gp.PTX(); ptx.FromCache {
+			src = "from the kernel cache"
+		} else {
+			src = "compiled by NVRTC " + ptx.NVRTC
+		}
+		if ptx := gp.PTX(); ptx.CacheErr != nil {
+			warn("pipeline %s: kernel cache: %v", pc.Name, ptx.CacheErr)
+		}
+	}
+	how := "GPU"
+	if dev == "auto" {
+		how = "GPU or CPU, whichever is faster on the first frame"
+	}
+	ok("pipeline %s: %s (kernels %s in %s)", pc.Name, how, src, time.Since(start).Round(time.Millisecond))
 }

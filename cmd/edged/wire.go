@@ -17,6 +17,7 @@ import (
 	"time"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/replay"
@@ -41,10 +42,11 @@ type wiring struct {
 func factories(log *slog.Logger) edruntime.Factories {
 	w := &wiring{log: log}
 	return edruntime.Factories{
-		Allocator: w.allocator,
-		Camera:    newCamera,
-		Sensor:    newSensor,
-		Backend:   w.backend,
+		Allocator:     w.allocator,
+		Camera:        newCamera,
+		Sensor:        newSensor,
+		Backend:       w.backend,
+		GPUPreprocess: w.gpuPreprocess,
 		Sink: func(s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 			return newSink(log, s, c, inherited, control)
 		},
@@ -79,6 +81,40 @@ func (w *wiring) backend(name string, m *edruntime.ModelConfig, c *edruntime.Con
 		return newTensorRT(w.log.With("model", m.Name), place, c.GPU.TensorRTLibrary, m.VersionCompatible, c.Daemon.LogLevel == "debug")
 	}
 	return nil, fmt.Errorf("%w: unknown backend %q", trt.ErrBackend, name)
+}
+
+// gpuPreprocess builds a pipeline's GPU preprocessing on the daemon's
+// device. The compiled kernels are cached in systemd's CacheDirectory
+// ($CACHE_DIRECTORY), else state_dir, else the user's cache folder.
+func (w *wiring) gpuPreprocess(o preprocess.Options, c *edruntime.Config) (edruntime.GPUPreprocessor, error) {
+	w.mu.Lock()
+	place := w.place
+	w.mu.Unlock()
+	if place == nil || place.Device == nil {
+		return nil, fmt.Errorf("%w: memory strategy %q (%s)", preprocess.ErrNoGPU, placeStrategy(place), placeReason(place))
+	}
+	g, err := preprocess.NewGPU(o, preprocess.GPUOptions{Placement: place, CacheDir: kernelCacheDir(c),
+		NVRTC: libPath(c, c.GPU.NVRTCLibrary), ReadInPlacePinned: o.Filter != preprocess.Area})
+	if err != nil {
+		return nil, err
+	}
+	if ptx := g.PTX(); !ptx.FromCache {
+		w.log.Info("preprocessing kernels compiled", "nvrtc", ptx.NVRTC, "arch", ptx.Arch, "cache", kernelCacheDir(c), "cache_err", ptx.CacheErr)
+	}
+	return g, nil
+}
+
+func kernelCacheDir(c *edruntime.Config) string {
+	if d := os.Getenv("CACHE_DIRECTORY"); d != "" {
+		return filepath.Join(strings.Split(d, ":")[0], "nvrtc")
+	}
+	if c.Daemon.StateDir != "" {
+		return filepath.Join(c.Resolve(c.Daemon.StateDir), "nvrtc")
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "edged", "nvrtc")
+	}
+	return ""
 }
 
 func placeStrategy(p *umem.Placement) string {
@@ -300,4 +336,14 @@ func u32s(v []int) []uint32 {
 		out = append(out, uint32(x))
 	}
 	return out
+}
+
+// libPath resolves a library setting: a bare soname ("libnvrtc.so.13") is
+// left to the dynamic loader's search, a path is taken relative to the
+// configuration file.
+func libPath(c *edruntime.Config, lib string) string {
+	if !strings.Contains(lib, "/") {
+		return lib
+	}
+	return c.Resolve(lib)
 }

@@ -1,0 +1,188 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edged-dev/edged/runtime/preprocess"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/umem"
+)
+
+// GPUPreprocessor is the GPU preprocessing path as a pipeline uses it
+// (preprocess.GPU): one frame at a time, written straight into the
+// engine's input tensor.
+type GPUPreprocessor interface {
+	Run(src umem.Buffer, n int, f sensors.Format, dst umem.Buffer) (preprocess.Transform, error)
+	// Read says how frames reach the kernel (preprocess.ReadCopy or
+	// preprocess.ReadInPlace).
+	Read() string
+	Close() error
+}
+
+// inputLayout reads the preprocessing output from an engine input: batch
+// 1, 1 or 3 channels, float32 or float16, NCHW or NHWC (layout "auto"
+// takes NCHW when the second dimension is 1 or 3, else NHWC when the last
+// is).
+func inputLayout(in trt.TensorSpec, layout string) (preprocess.Output, error) {
+	var out preprocess.Output
+	switch in.Type {
+	case trt.Float32:
+	case trt.Float16:
+		out.Half = true
+	default:
+		return out, fmt.Errorf("preprocessing writes float32 or float16 tensors, not %s", in.Type)
+	}
+	s := in.Shape
+	if len(s) != 4 || s[0] != 1 {
+		return out, errors.New("preprocessing fills image tensors of shape [1,C,H,W] or [1,H,W,C]")
+	}
+	chans := func(d int64) bool { return d == 1 || d == 3 }
+	switch {
+	case layout == "nchw" || (layout != "nhwc" && chans(s[1])):
+		if !chans(s[1]) {
+			return out, fmt.Errorf("layout = \"nchw\" needs 1 or 3 channels in dimension 1, the shape has %d", s[1])
+		}
+		out.C, out.H, out.W = int(s[1]), int(s[2]), int(s[3])
+	case chans(s[3]):
+		out.NHWC, out.C, out.H, out.W = true, int(s[3]), int(s[1]), int(s[2])
+	default:
+		return out, errors.New("neither [1,C,H,W] nor [1,H,W,C] with C = 1 or 3")
+	}
+	if out.H <= 0 || out.W <= 0 {
+		return out, errors.New("the image size is dynamic: set preprocess.width and preprocess.height")
+	}
+	return out, nil
+}
+
+// newPreprocessors builds the CPU path and, unless device = "cpu", the GPU
+// path for tensors of shape out, replacing earlier ones.
+func (p *pipeline) newPreprocessors(out preprocess.Output) error {
+	p.closePreprocessors()
+	pp := p.cfg.Preprocess
+	o := preprocess.Options{
+		Resize: pp.Resize, Filter: pp.Filter, Matrix: pp.ColorMatrix, FullRange: pp.ColorRange == "full",
+		BGR: pp.Color == "bgr", Scale: float32(pp.Scale), Out: out, Threads: pp.Threads,
+		Mean: [3]float32{float32(pp.Mean[0]), float32(pp.Mean[1]), float32(pp.Mean[2])},
+		Std:  [3]float32{float32(pp.Std[0]), float32(pp.Std[1]), float32(pp.Std[2])},
+	}
+	pre, err := preprocess.New(o)
+	if err != nil {
+		return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)
+	}
+	p.pre = pre
+	p.preKey = sensors.Format{}
+	p.useGPU = false
+	if pp.Device == "cpu" {
+		return nil
+	}
+	mk := p.d.opts.Factories.GPUPreprocess
+	if mk == nil {
+		if pp.Device == "gpu" {
+			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\", but this daemon has no GPU preprocessing", ErrConfig, p.cfg.Name)
+		}
+		return nil
+	}
+	g, err := mk(o, p.conf)
+	if err != nil {
+		if pp.Device == "gpu" {
+			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", ErrConfig, p.cfg.Name, err)
+		}
+		p.log.Info("preprocessing on the CPU", "pipeline", p.cfg.Name, "why", err.Error())
+		return nil
+	}
+	p.gpre = g
+	return nil
+}
+
+func (p *pipeline) closePreprocessors() {
+	if p.pre != nil {
+		p.pre.Close()
+		p.pre = nil
+	}
+	if p.gpre != nil {
+		if err := p.gpre.Close(); err != nil {
+			p.log.Warn("closing GPU preprocessing", "pipeline", p.cfg.Name, "err", err)
+		}
+		p.gpre = nil
+	}
+}
+
+// preprocess writes frame f into the engine input in, on the path chosen
+// for f's format.
+func (p *pipeline) preprocess(f sensors.Frame, in *trt.Tensor) (preprocess.Transform, error) {
+	slot, _ := f.Slot.(frameSlot)
+	if p.gpre != nil && slot != nil && f.Format != p.preKey {
+		p.choose(f, slot, in)
+	}
+	if p.useGPU && slot != nil {
+		slot.SetState(umem.SlotGPU)
+		return p.gpre.Run(slot.Buffer(), f.BytesUsed, f.Format, in.Buf)
+	}
+	if slot != nil {
+		slot.SetState(umem.SlotCPU)
+	}
+	dst, err := in.Buf.Host()
+	if err != nil {
+		return preprocess.Transform{}, fmt.Errorf("engine input %q: %w", in.Name, err)
+	}
+	return p.pre.Run(f.Data(), f.Format, dst)
+}
+
+// choose picks the path for a new frame format: device = "gpu" takes the
+// GPU; "auto" runs both on this frame (one warm-up and three timed runs
+// each, fastest run) and takes the faster, and logs the choice with the
+// times.
+func (p *pipeline) choose(f sensors.Frame, slot frameSlot, in *trt.Tensor) {
+	p.preKey = f.Format
+	p.useGPU = true
+	if p.cfg.Preprocess.Device == "gpu" {
+		p.log.Info("preprocessing on the GPU", "pipeline", p.cfg.Name, "format", f.Format.String(),
+			"frames", p.gpre.Read(), "why", "preprocess.device = \"gpu\"")
+		return
+	}
+	gpu, gerr := timePath(func() error {
+		_, err := p.gpre.Run(slot.Buffer(), f.BytesUsed, f.Format, in.Buf)
+		return err
+	})
+	cpu, cerr := timePath(func() error {
+		dst, err := in.Buf.Host()
+		if err != nil {
+			return err
+		}
+		_, err = p.pre.Run(f.Data(), f.Format, dst)
+		return err
+	})
+	switch {
+	case gerr != nil:
+		p.useGPU = false
+		p.log.Warn("preprocessing on the CPU: the GPU path failed on the first frame", "pipeline", p.cfg.Name,
+			"format", f.Format.String(), "err", gerr)
+	case cerr == nil && cpu < gpu:
+		p.useGPU = false
+		p.log.Info("preprocessing on the CPU", "pipeline", p.cfg.Name, "format", f.Format.String(),
+			"why", "faster on this frame", "cpu", cpu.String(), "gpu", gpu.String())
+	default:
+		p.log.Info("preprocessing on the GPU", "pipeline", p.cfg.Name, "format", f.Format.String(),
+			"frames", p.gpre.Read(), "why", "faster on this frame", "gpu", gpu.String(), "cpu", cpu.String())
+	}
+}
+
+// timePath runs f once to warm up, then three times, and returns the
+// fastest run.
+func timePath(f func() error) (time.Duration, error) {
+	if err := f(); err != nil {
+		return 0, err
+	}
+	best := time.Duration(1<<63 - 1)
+	for i := 0; i < 3; i++ {
+		t := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		best = min(best, time.Since(t))
+	}
+	return best, nil
+}
