@@ -109,12 +109,8 @@ __device__ __forceinline__ void pre(const u8* __restrict__ src, int stride, int 
 	void* __restrict__ dst, int W, int H, int C, int fl,
 	int x0, int y0, int iw, int ih, float rx, float ry,
 	float a0, float a1, float a2, float b0, float b1, float b2,
-	float yoff, float ygain, float rv, float gu, float gv, float bu)
+	const Yuv& k, int ox, int oy)
 {
-	int ox = blockIdx.x * blockDim.x + threadIdx.x;
-	int oy = blockIdx.y * blockDim.y + threadIdx.y;
-	if (ox >= W || oy >= H) return;
-	Yuv k = {yoff, ygain, rv, gu, gv, bu};
 	float3 rgb;
 	int ix = ox - x0, iy = oy - y0;
 	bool pad = ix < 0 || iy < 0 || ix >= iw || iy >= ih;
@@ -175,8 +171,8 @@ __device__ __forceinline__ void pre(const u8* __restrict__ src, int stride, int 
 		store(dst, px, fmaf(l, a0, b0), fl);
 		return;
 	}
+	if (fl & F_BGR) { float t = rgb.x; rgb.x = rgb.z; rgb.z = t; }
 	float v0 = fmaf(rgb.x, a0, b0), v1 = fmaf(rgb.y, a1, b1), v2 = fmaf(rgb.z, a2, b2);
-	if (fl & F_BGR) { float t = v0; v0 = v2; v2 = t; }
 	if (fl & F_NHWC) {
 		store(dst, px * 3, v0, fl); store(dst, px * 3 + 1, v1, fl); store(dst, px * 3 + 2, v2, fl);
 	} else {
@@ -184,20 +180,36 @@ __device__ __forceinline__ void pre(const u8* __restrict__ src, int stride, int 
 	}
 }
 
-#define KERNEL(NAME, P) \
-extern "C" __global__ void NAME(const u8* __restrict__ src, int stride, int sw, int sh, \
+// Each thread writes R output rows of one column (rows R·y .. R·y+R−1):
+// R = 4 for large outputs keeps the loads of four pixels in flight per
+// thread and the grid in about one wave.
+#define KERNEL(NAME, P, R) \
+extern "C" __global__ void __launch_bounds__(256) NAME(const u8* __restrict__ src, int stride, int sw, int sh, \
 	void* __restrict__ dst, int W, int H, int C, int fl, \
 	int x0, int y0, int iw, int ih, float rx, float ry, \
 	float a0, float a1, float a2, float b0, float b1, float b2, \
 	float yoff, float ygain, float rv, float gu, float gv, float bu) { \
-	pre<P>(src, stride, sw, sh, dst, W, H, C, fl, x0, y0, iw, ih, rx, ry, a0, a1, a2, b0, b1, b2, \
-		yoff, ygain, rv, gu, gv, bu); \
+	int ox = blockIdx.x * blockDim.x + threadIdx.x; \
+	int oy = (blockIdx.y * blockDim.y + threadIdx.y) * R; \
+	if (ox >= W) return; \
+	Yuv k = {yoff, ygain, rv, gu, gv, bu}; \
+	_Pragma("unroll") \
+	for (int r = 0; r < R; r++) { \
+		if (oy + r < H) \
+			pre<P>(src, stride, sw, sh, dst, W, H, C, fl, x0, y0, iw, ih, rx, ry, a0, a1, a2, b0, b1, b2, k, ox, oy + r); \
+	} \
 }
 
-KERNEL(edged_pre_yuyv, YUYV)
-KERNEL(edged_pre_uyvy, UYVY)
-KERNEL(edged_pre_nv12, NV12)
-KERNEL(edged_pre_grey, GREY)
-KERNEL(edged_pre_rgb24, RGB24)
-KERNEL(edged_pre_bgr24, BGR24)
+KERNEL(edged_pre_yuyv, YUYV, 1)
+KERNEL(edged_pre_uyvy, UYVY, 1)
+KERNEL(edged_pre_nv12, NV12, 1)
+KERNEL(edged_pre_grey, GREY, 1)
+KERNEL(edged_pre_rgb24, RGB24, 1)
+KERNEL(edged_pre_bgr24, BGR24, 1)
+KERNEL(edged_pre_yuyv_r4, YUYV, 4)
+KERNEL(edged_pre_uyvy_r4, UYVY, 4)
+KERNEL(edged_pre_nv12_r4, NV12, 4)
+KERNEL(edged_pre_grey_r4, GREY, 4)
+KERNEL(edged_pre_rgb24_r4, RGB24, 4)
+KERNEL(edged_pre_bgr24_r4, BGR24, 4)
 `

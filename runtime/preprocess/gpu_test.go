@@ -221,6 +221,9 @@ func TestGPUParity(t *testing.T) {
 				g := gpus[c.o]
 				if g == nil {
 					g = newGPU(t, p, c.o, maxFrame, lane.read)
+					if lane.name == "pinned+copy" {
+						g.rowsForce = 4 // the four-rows kernels on every case too
+					}
 					gpus[c.o] = g
 				}
 				slot, ok := pool.TryGet()
@@ -414,9 +417,23 @@ func BenchmarkGPUKernel(b *testing.B) {
 		{"1080p-NV12-to-640-fp16-letterbox", sensors.Format{Width: 1920, Height: 1080, Pixel: sensors.NV12},
 			Options{Resize: Letterbox, Out: Output{C: 3, H: 640, W: 640, Half: true}}},
 	}
+	type bcase struct {
+		name string
+		f    sensors.Format
+		o    Options
+		rows int
+	}
+	var all []bcase
 	for _, c := range cases {
+		all = append(all, bcase{c.name, c.f, c.o, 0})
+		if c.o.Out.W*c.o.Out.H >= rows4Min {
+			all = append(all, bcase{c.name + "-1row", c.f, c.o, 1})
+		}
+	}
+	for _, c := range all {
 		b.Run(c.name, func(b *testing.B) {
 			g := newGPU(b, p, c.o, c.f.FrameSize(), ReadCopy)
+			g.rowsForce = c.rows
 			src, err := d.Alloc(c.f.FrameSize(), umem.MemOptions{Kind: umem.KindDevice})
 			if err != nil {
 				b.Fatal(err)
@@ -428,7 +445,7 @@ func BenchmarkGPUKernel(b *testing.B) {
 			}
 			defer dst.Release()
 			g.plan(c.f)
-			fn := g.k.byPix[c.f.Pixel]
+			fn := g.kernel(c.f.Pixel)
 			// launch on the benchmark's stream s, device buffers only
 			g.stream, s = s, g.stream
 			defer func() { g.stream, s = s, g.stream }()

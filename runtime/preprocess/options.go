@@ -84,11 +84,11 @@ func (o Output) String() string {
 //  2. The image is resized into the output (Geometry: stretch, or
 //     letterbox centred with PadValue around it) with Filter, per RGB
 //     channel, after the conversion.
-//  3. Each RGB channel k (0 = R, 1 = G, 2 = B) becomes
-//     v·Scale/Std[k] − Mean[k]/Std[k] (Affine): Mean and Std are in R, G,
-//     B order whatever the channel order of the output. A 1-channel output
-//     holds the luma 0.299 r + 0.587 g + 0.114 b normalised with index 0.
-//  4. Output channel j holds RGB channel j, or 2 − j with BGR.
+//  3. Output channel j holds RGB channel j, or 2 − j with BGR; a
+//     1-channel output holds the luma 0.299 r + 0.587 g + 0.114 b.
+//  4. Output channel j becomes v·Scale/Std[j] − Mean[j]/Std[j] (Affine):
+//     Mean and Std are in the engine's channel order (B, G, R with BGR),
+//     as model cards and DeepStream's offsets give them.
 type Options struct {
 	Resize    string // Stretch (default) or Letterbox
 	Filter    string // Bilinear (default) or Area
@@ -133,9 +133,9 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Affine returns the normalisation out = v·a[k] + b[k] of RGB channel k
-// (0 = R, 1 = G, 2 = B; in that order also with BGR output). Zero Scale
-// means 1/255 and zero Std means 1.
+// Affine returns the normalisation out = v·a[j] + b[j] of output channel
+// j (the engine's channel order). Zero Scale means 1/255 and zero Std
+// means 1.
 func (o Options) Affine() (a, b [3]float32) {
 	scale := o.Scale
 	if scale == 0 {
