@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/edged-dev/edged/sensors"
 )
@@ -769,9 +772,11 @@ func (c *client) finish() {
 }
 
 // readLoop reads request lines with a fixed buffer: input can never grow
-// memory. It stops at EOF (the client may keep reading records), on a line
-// longer than MaxRequestLine (error record, then disconnect), or after
-// maxBadRequests refused lines.
+// memory. It stops on a line longer than MaxRequestLine (error record, then
+// disconnect), after maxBadRequests refused lines, or when the peer hangs
+// up (then it disconnects the client, whether or not records flow to it).
+// At EOF alone the client may still read records, so it waits for the
+// hang-up.
 func (c *client) readLoop() {
 	defer c.s.clientsWG.Done()
 	var buf [MaxRequestLine]byte
@@ -798,9 +803,40 @@ func (c *client) readLoop() {
 			return
 		}
 		if err != nil {
-			return // EOF: the client only reads; anything else: the writer sees it too
+			if errors.Is(err, io.EOF) {
+				// The peer shut down its sending side; it may still read
+				// (a half-close). Wait until it is gone altogether.
+				c.waitHangup()
+			}
+			// Hung up, reset, or closed by the sink. Disconnect now: a
+			// client that receives nothing (subscribed to no pipeline)
+			// would never reach the writer's error, and would hold its
+			// place under max_clients for good.
+			c.kill()
+			return
 		}
 	}
+}
+
+// waitHangup returns once the peer has closed its end of the connection
+// (POLLHUP: both directions are shut down) or the connection is closed
+// here. It is called after reading EOF, so the socket stays readable; the
+// poller wakes it on every change of the socket's state.
+func (c *client) waitHangup() {
+	rc, err := c.conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		for {
+			_, err := unix.Poll(pfd, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			return err != nil || pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+		}
+	})
 }
 
 // setErr records the first reason the client is disconnected.

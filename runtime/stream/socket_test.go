@@ -995,3 +995,72 @@ func selfCommand(bin string, args ...string) *exec.Cmd {
 	}
 	return exec.Command(bin, args...)
 }
+
+// Clients that receive nothing (subscribed to no pipeline, or to one that
+// does not exist) and hang up are disconnected at once, although no write
+// ever fails for them; otherwise a few one-line connections would hold
+// every place under MaxClients. A client that only shuts down its sending
+// side keeps reading and is kept until it closes.
+func TestSocketReapsClientsThatReceiveNothing(t *testing.T) {
+	const max = 3
+	s, ev := newSocket(t, SocketOptions{MaxClients: max})
+	hangups := []struct {
+		name string
+		send string
+	}{
+		{"subscribe to none", `{"subscribe":{"pipelines":[]}}` + "\n"},
+		{"subscribe to an unknown pipeline", `{"subscribe":{"pipelines":["nope"]}}` + "\n"},
+		{"reload request", `{"reload":"engines"}` + "\n"},
+		{"half a request", `{"subscribe":`},
+		{"nothing", ""},
+	}
+	for round := range 4 {
+		for _, h := range hangups {
+			conn, err := net.Dial("unix", s.Path())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(conn, h.send); err != nil {
+				t.Fatal(err)
+			}
+			ev.wait(t, ClientConnected)
+			if round%2 == 1 {
+				time.Sleep(20 * time.Millisecond) // the reply is queued, unread: the close resets
+			}
+			conn.Close()
+			if e := ev.wait(t, ClientDisconnected); e.Err != nil {
+				t.Fatalf("%s: disconnected with %v, want a plain hang-up", h.name, e.Err)
+			}
+		}
+	}
+	if st := s.Stats(); st.Clients != 0 || st.Rejected != 0 || st.Disconnects != uint64(4*len(hangups)) {
+		t.Fatalf("stats %+v: want every client gone and none refused", st)
+	}
+
+	// A half-closed client still gets records, then goes when it closes.
+	half, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.Path(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close()
+	ev.wait(t, ClientConnected)
+	if err := half.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the sink has read the EOF
+	s.Publish(result("p", 1))
+	dec := NewDecoder(half, DecoderOptions{})
+	var m Message
+	half.SetReadDeadline(time.Now().Add(waitTimeout))
+	if err := dec.Next(&m); err != nil || m.Rec.FrameSeq != 1 {
+		t.Fatalf("half-closed client: %v %+v", err, m.Rec)
+	}
+	if st := s.Stats(); st.Clients != 1 {
+		t.Fatalf("half-closed client dropped: %+v", st)
+	}
+	half.Close()
+	ev.wait(t, ClientDisconnected)
+	if st := s.Stats(); st.Clients != 0 {
+		t.Fatalf("after close: %+v", st)
+	}
+}

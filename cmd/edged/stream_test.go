@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tests of the result socket as a client meets it through the real
+// binary: misbehaving peers, tail and reload.
+
+// metricsConfig is testConfig with /metrics on a Unix socket in dir.
+func metricsConfig(t *testing.T, dir string, edits ...string) (cfgPath, sock, metrics string) {
+	t.Helper()
+	metrics = filepath.Join(dir, "metrics.sock")
+	edits = append([]string{`metrics_listen = ""`, `metrics_listen = "unix:` + metrics + `"`}, edits...)
+	cfgPath, sock = testConfig(t, dir, edits...)
+	return cfgPath, sock, metrics
+}
+
+// scrape returns the value of the sample whose name and labels are series
+// (e.g. `edged_stream_clients{sink="local"}`), or -1 when there is none.
+func scrape(t *testing.T, metrics, series string) float64 {
+	t.Helper()
+	v, err := tryScrape(metrics, series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func tryScrape(metrics, series string) (float64, error) {
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", metrics)
+		}}}
+	resp, err := c.Get("http://edged/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("scraping /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, series); ok && strings.HasPrefix(rest, " ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				return 0, fmt.Errorf("metric line %q: %w", line, err)
+			}
+			return v, nil
+		}
+	}
+	return -1, sc.Err()
+}
+
+// waitMetric waits until the series has the value want (the daemon may
+// still be starting).
+func waitMetric(t *testing.T, metrics, series string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := tryScrape(metrics, series)
+		if err == nil && got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v (%v), want %v", series, got, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runCmd runs the binary to completion and returns stdout, stderr and the
+// exit code.
+func runCmd(t *testing.T, timeout time.Duration, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := edged(args...)
+	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("edged %s did not finish within %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), timeout, out.String(), errb.String())
+	}
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestClientsThatReceiveNothingAreReaped is issue 10's lock-out: peers
+// that subscribe to no pipeline (or to one that does not exist) and hang
+// up, and `edged reload` (which subscribes to none), used to stay counted
+// as clients until a restart, so max_clients of them locked every
+// legitimate client out. Now each is gone as soon as it hangs up, however
+// many come, and a tail afterwards is served.
+func TestClientsThatReceiveNothingAreReaped(t *testing.T) {
+	lib := needORT(t)
+	const max = 4
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 16`, `max_clients = `+strconv.Itoa(max))
+	start(t, lib, cfg, sock)
+	clients := `edged_stream_clients{sink="local"}`
+	waitMetric(t, metrics, clients, 0)
+
+	lines := []string{
+		`{"subscribe":{"pipelines":[]}}`,
+		`{"subscribe":{"pipelines":["no-such-pipeline"]}}`,
+		`{"subscribe":{"pipelines":[],"encoding":"cbor"}}`,
+		`{"reload":"engines"}`,
+	}
+	for i := range 3 * max {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, lines[i%len(lines)]+"\n")
+		if i%2 == 0 {
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			conn.Read(make([]byte, 1)) // the start of the reply (or, before the fix, of the refusal)
+		}
+		conn.Close()
+	}
+	for range 3 * max {
+		if _, stderr, code := runCmd(t, 30*time.Second, "reload", "-socket", sock); code != 0 {
+			t.Fatalf("edged reload: exit %d: %s", code, stderr)
+		}
+	}
+	waitMetric(t, metrics, clients, 0)
+	out, stderr, code := runCmd(t, 30*time.Second, "tail", "-socket", sock, "-n", "1")
+	if code != 0 || !strings.HasPrefix(out, "result #") {
+		t.Fatalf("tail after %d one-line clients and %d reloads: exit %d\nstdout: %s\nstderr: %s", 3*max, 3*max, code, out, stderr)
+	}
+	if got := scrape(t, metrics, `edged_stream_rejected_total{sink="local"}`); got != 0 {
+		t.Errorf("%v connections refused, want none", got)
+	}
+}
