@@ -236,7 +236,8 @@ func (d *daemon) writeMetrics(w io.Writer) {
 			m.counter("edged_sink_records_dropped_total", "Records dropped by each sink (slow clients, full queues).", float64(st.Dropped), sl...)
 			m.counter("edged_stream_disconnects_total", "Socket clients that went away.", float64(st.Disconnects), "sink", e.cfg.Name, "reason", "any")
 			m.counter("edged_stream_disconnects_total", "", float64(st.SlowDisconnects), "sink", e.cfg.Name, "reason", "slow")
-			m.counter("edged_stream_rejected_total", "Connections refused (max clients, peer credentials).", float64(st.Rejected), sl...)
+			m.counter("edged_stream_rejected_total", "Connections refused, by reason (any; max_clients: the sink was full).", float64(st.Rejected), "sink", e.cfg.Name, "reason", "any")
+			m.counter("edged_stream_rejected_total", "", float64(st.RejectedFull), "sink", e.cfg.Name, "reason", "max_clients")
 		case interface{ Stats() stream.SerialStats }:
 			st := s.Stats()
 			m.gauge("edged_serial_up", "1 while the serial port is open.", b2f(st.Up), sl...)

@@ -142,7 +142,45 @@ func TestClientsThatReceiveNothingAreReaped(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "result #") {
 		t.Fatalf("tail after %d one-line clients and %d reloads: exit %d\nstdout: %s\nstderr: %s", 3*max, 3*max, code, out, stderr)
 	}
-	if got := scrape(t, metrics, `edged_stream_rejected_total{sink="local"}`); got != 0 {
+	if got := scrape(t, metrics, `edged_stream_rejected_total{sink="local",reason="any"}`); got != 0 {
 		t.Errorf("%v connections refused, want none", got)
+	}
+}
+
+// TestRefusedClientsFailLoudly: when the socket is full, edged tail and
+// edged reload exit 1 with the daemon's reason on stderr (tail printed
+// the refusal as if it were a record and exited 0; reload reported a
+// broken pipe), and the refusals are counted in /metrics by reason.
+func TestRefusedClientsFailLoudly(t *testing.T) {
+	lib := needORT(t)
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 16`, `max_clients = 1`)
+	start(t, lib, cfg, sock)
+	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)
+	holder, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	go io.Copy(io.Discard, holder)
+	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 1)
+
+	for _, args := range [][]string{
+		{"tail", "-socket", sock, "-n", "1"},
+		{"tail", "-socket", sock, "-n", "1", "-json", "-pipeline", "demo"},
+		{"reload", "-socket", sock},
+	} {
+		out, stderr, code := runCmd(t, 30*time.Second, args...)
+		if code != 1 || !strings.Contains(stderr, "too many clients (1 connected)") || strings.Contains(stderr, "broken pipe") {
+			t.Errorf("edged %s on a full socket: exit %d, stderr %q; want exit 1 and the daemon's reason", strings.Join(args, " "), code, stderr)
+		}
+		if out != "" {
+			t.Errorf("edged %s on a full socket printed %q on stdout", strings.Join(args, " "), out)
+		}
+	}
+	if got := scrape(t, metrics, `edged_stream_rejected_total{sink="local",reason="max_clients"}`); got != 3 {
+		t.Errorf("refusals for max_clients: %v, want 3", got)
+	}
+	if got := scrape(t, metrics, `edged_stream_rejected_total{sink="local",reason="any"}`); got != 3 {
+		t.Errorf("refusals: %v, want 3", got)
 	}
 }

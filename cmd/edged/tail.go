@@ -74,13 +74,14 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				sub.Encoding = stream.CBOR
 			}
 		}
-		c, err := stream.Dial(ctx, clientSocket(*sock), sub)
+		path := clientSocket(*sock)
+		c, err := stream.Dial(ctx, path, sub)
 		if err != nil {
 			fmt.Fprintf(stderr, "edged tail: %v\n", err)
 			return exitFailure
 		}
 		defer c.Close()
-		next, stats, source = c.Next, c.Stats, *sock
+		next, stats, source = c.Next, c.Stats, path
 	}
 
 	out := bufio.NewWriter(stdout)
@@ -96,6 +97,13 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				break
 			}
 			fmt.Fprintf(stderr, "edged tail: %s: %v\n", source, err)
+			code = exitFailure
+			break
+		}
+		if m.Rec.Type == "error" && *dev == "" && *file == "" {
+			// The daemon refused the connection (too many clients, not
+			// allowed) or tail's subscription: not a record to print.
+			fmt.Fprintf(stderr, "edged tail: %s: the daemon refused: %s\n", source, m.Rec.Error)
 			code = exitFailure
 			break
 		}

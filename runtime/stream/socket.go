@@ -153,6 +153,7 @@ type SocketStats struct {
 	Clients         int    // connected now
 	Accepted        uint64 // connections admitted
 	Rejected        uint64 // connections refused (max clients, allowlist)
+	RejectedFull    uint64 // of those, refused because MaxClients were connected
 	Disconnects     uint64 // admitted clients that went away, for any reason
 	SlowDisconnects uint64 // of those, cut off by WriteTimeout
 	Published       uint64 // records given to Publish while clients were connected
@@ -205,10 +206,11 @@ type Socket struct {
 	closeDone  chan struct{}
 	clientsWG  sync.WaitGroup
 
-	accepted, rejected, disconnects, slow atomic.Uint64
-	published, sent, dropped              atomic.Uint64
-	summarised, oversize                  atomic.Uint64
-	requests, badRequests                 atomic.Uint64
+	accepted, rejected, rejectedFull atomic.Uint64
+	disconnects, slow                atomic.Uint64
+	published, sent, dropped         atomic.Uint64
+	summarised, oversize             atomic.Uint64
+	requests, badRequests            atomic.Uint64
 }
 
 // NewSocket creates the socket (or takes an inherited listener) and starts
@@ -344,7 +346,7 @@ func (s *Socket) Stats() SocketStats {
 	n := len(s.clients)
 	s.mu.Unlock()
 	return SocketStats{
-		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(),
+		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), RejectedFull: s.rejectedFull.Load(),
 		Disconnects: s.disconnects.Load(), SlowDisconnects: s.slow.Load(),
 		Published: s.published.Load(), Sent: s.sent.Load(), Dropped: s.dropped.Load(),
 		Summarised: s.summarised.Load(), Oversize: s.oversize.Load(),
@@ -479,6 +481,7 @@ func (s *Socket) admit(conn *net.UnixConn) {
 	}
 	if len(s.clients) >= s.opts.MaxClients {
 		s.mu.Unlock()
+		s.rejectedFull.Add(1)
 		s.reject(conn, peer, fmt.Errorf("%w (%d connected); close another client or raise max_clients", ErrTooManyClients, s.opts.MaxClients))
 		return
 	}

@@ -406,7 +406,7 @@ func TestSocketMaxClients(t *testing.T) {
 	if e := ev.wait(t, ClientRejected); !errors.Is(e.Err, ErrTooManyClients) {
 		t.Fatalf("event %+v", e)
 	}
-	if st := s.Stats(); st.Rejected != 1 || st.Clients != 2 {
+	if st := s.Stats(); st.Rejected != 1 || st.RejectedFull != 1 || st.Clients != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }
