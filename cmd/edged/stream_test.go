@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -182,5 +183,25 @@ func TestRefusedClientsFailLoudly(t *testing.T) {
 	}
 	if got := scrape(t, metrics, `edged_stream_rejected_total{sink="local",reason="any"}`); got != 3 {
 		t.Errorf("refusals: %v, want 3", got)
+	}
+}
+
+// TestTailWithoutDaemonNamesBothSockets: tail and reload without -socket
+// look at edged run's default and at the systemd unit's socket; when
+// neither is there the message names both.
+func TestTailWithoutDaemonNamesBothSockets(t *testing.T) {
+	if _, err := os.Stat(systemSocket); err == nil {
+		t.Skipf("%s exists on this machine", systemSocket)
+	}
+	xdg := t.TempDir()
+	for _, sub := range []string{"tail", "reload"} {
+		cmd := edged(sub)
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+xdg)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), filepath.Join(xdg, "edged.sock")) || !strings.Contains(stderr.String(), systemSocket) {
+			t.Errorf("edged %s with no daemon: exit %d, %q; want exit 1 naming %s and %s", sub, code, stderr.String(), filepath.Join(xdg, "edged.sock"), systemSocket)
+		}
 	}
 }

@@ -74,7 +74,11 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				sub.Encoding = stream.CBOR
 			}
 		}
-		path := clientSocket(*sock)
+		path, err := clientSocket(*sock)
+		if err != nil {
+			fmt.Fprintf(stderr, "edged tail: %v\n", err)
+			return exitFailure
+		}
 		c, err := stream.Dial(ctx, path, sub)
 		if err != nil {
 			fmt.Fprintf(stderr, "edged tail: %v\n", err)
@@ -153,7 +157,12 @@ func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := stream.RequestReload(ctx, clientSocket(*sock)); err != nil {
+	path, err := clientSocket(*sock)
+	if err != nil {
+		fmt.Fprintf(stderr, "edged reload: %v\n", err)
+		return exitFailure
+	}
+	if err := stream.RequestReload(ctx, path); err != nil {
 		fmt.Fprintf(stderr, "edged reload: %v\n", err)
 		return exitFailure
 	}
@@ -169,17 +178,17 @@ const socketFlagHelp = "daemon socket (default: $XDG_RUNTIME_DIR/edged.sock, or 
 
 // clientSocket picks the socket tail and reload talk to: the -socket flag,
 // else the first that exists of the daemon's own default (where `edged run`
-// without a config listens) and the systemd unit's socket. With none
-// there, the daemon's default is named in the error.
-func clientSocket(flag string) string {
+// without a config listens) and the systemd unit's socket. With neither
+// there, the error names both.
+func clientSocket(flag string) (string, error) {
 	if flag != "" {
-		return flag
+		return flag, nil
 	}
 	def := edruntime.DefaultSocketPath()
 	for _, p := range []string{def, systemSocket} {
 		if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
-			return p
+			return p, nil
 		}
 	}
-	return def
+	return "", fmt.Errorf("no daemon socket at %s (where edged run listens by default) or %s (the systemd unit's); is edged running? Name another socket with -socket PATH", def, systemSocket)
 }
