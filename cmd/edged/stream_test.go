@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edged-dev/edged/runtime/stream"
 )
 
 // Tests of the result socket as a client meets it through the real
@@ -204,4 +206,69 @@ func TestTailWithoutDaemonNamesBothSockets(t *testing.T) {
 			t.Errorf("edged %s with no daemon: exit %d, %q; want exit 1 naming %s and %s", sub, code, stderr.String(), filepath.Join(xdg, "edged.sock"), systemSocket)
 		}
 	}
+}
+
+// TestSteadySlowReaderKeepsStreaming is issue 11's slow reader: a client
+// that reads steadily but slower than the stream loses its oldest records
+// (seq gaps, docs/PROTOCOL.md) and stays connected. It used to be cut off
+// after the socket filled, with the false reason "accepted no data for
+// <write_timeout>". A client that reads nothing is still cut off.
+func TestSteadySlowReaderKeepsStreaming(t *testing.T) {
+	lib := needORT(t)
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(),
+		"width = 640", "width = 160", "height = 480", "height = 120", "fps = 30.0", "fps = 120.0",
+		"k = 1\n", "k = 8\n", "client_queue = 256", "client_queue = 16", `write_timeout = "5s"`, `write_timeout = "1s"`)
+	d := start(t, lib, cfg, sock)
+	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)
+	stuck, err := net.Dial("unix", sock) // never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Up to 120 results/s of about 700 bytes (top 8 classes); the reader
+	// takes 1 KiB per 50 ms, a quarter of that, for 12 s: the socket fills
+	// within a few seconds, records are dropped from the client's queue
+	// (16 records), and the reader reaches the gap once it has read what
+	// the socket held.
+	dec := stream.NewDecoder(slowReader{conn, 1 << 10, 50 * time.Millisecond}, stream.DecoderOptions{FromStart: true})
+	var m stream.Message
+	records := 0
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); {
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if err := dec.Next(&m); err != nil {
+			t.Fatalf("slow reader cut off after %d records: %v", records, err)
+		}
+		if m.Rec.Type == "error" {
+			t.Fatalf("slow reader got an error record: %s", m.Rec.Error)
+		}
+		records++
+	}
+	if st := dec.Stats(); st.Missed == 0 {
+		t.Errorf("no records lost (%+v): the reader was not slower than the stream", st)
+	}
+	waitMetric(t, metrics, `edged_stream_disconnects_total{sink="local",reason="slow"}`, 1) // the stuck one
+	if got := scrape(t, metrics, `edged_stream_clients{sink="local"}`); got != 1 {
+		t.Errorf("%v clients connected, want the slow reader", got)
+	}
+	if n := strings.Count(d.stderr.String(), "accepted no data"); n != 1 {
+		t.Errorf("%d clients logged as accepting no data, want 1 (the stuck one)", n)
+	}
+	t.Logf("slow reader: %d records in 12 s, decoder %+v", records, dec.Stats())
+}
+
+// slowReader reads at most n bytes per period.
+type slowReader struct {
+	r      io.Reader
+	n      int
+	period time.Duration
+}
+
+func (s slowReader) Read(b []byte) (int, error) {
+	time.Sleep(s.period)
+	return s.r.Read(b[:min(len(b), s.n)])
 }
