@@ -272,3 +272,99 @@ func (s slowReader) Read(b []byte) (int, error) {
 	time.Sleep(s.period)
 	return s.r.Read(b[:min(len(b), s.n)])
 }
+
+// TestPeersCannotFloodTheLog is issue 11's journal flood: thousands of
+// reload requests, refused connections, and connections that come and go
+// used to give one or two log lines each. Each kind is now logged once per
+// 10 s, and the next line of a kind says how many were left out.
+func TestPeersCannotFloodTheLog(t *testing.T) {
+	lib := needORT(t)
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 16`, `max_clients = 2`)
+	d := start(t, lib, cfg, sock)
+	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)
+	t0 := time.Now()
+
+	// 3000 reload requests on one connection, in bursts of 100 that fit
+	// the client's queue, so that every reply arrives.
+	const reloads = 3000
+	flood, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flood.Close()
+	flood.SetDeadline(time.Now().Add(2 * time.Minute))
+	sc := bufio.NewScanner(flood)
+	io.WriteString(flood, `{"subscribe":{"pipelines":[]}}`+"\n")
+	for range reloads / 100 {
+		if _, err := io.WriteString(flood, strings.Repeat(`{"reload":"engines"}`+"\n", 100)); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < 100; {
+			if !sc.Scan() {
+				t.Fatalf("reading replies: %v", sc.Err())
+			}
+			if strings.Contains(sc.Text(), `"reload_requested"`) {
+				n++
+			}
+		}
+	}
+	// 200 refused connections while two clients are connected.
+	holder, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 2)
+	for range 200 {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, c) // the error record, then EOF
+		c.Close()
+	}
+	holder.Close()
+	flood.Close()
+	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)
+	// 200 clients that connect and hang up.
+	for range 200 {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	// Each of the 402 connections was refused (some of the last 200 too,
+	// while those before were still being reaped) or came and went.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		gone := scrape(t, metrics, `edged_stream_disconnects_total{sink="local",reason="any"}`)
+		refused := scrape(t, metrics, `edged_stream_rejected_total{sink="local",reason="any"}`)
+		if gone+refused == 402 && refused >= 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v disconnects and %v refusals, want 402 in all", gone, refused)
+		}
+	}
+	if time.Since(t0) > 9*time.Second {
+		t.Skipf("the floods took %v, more than the 10 s the log limit covers", time.Since(t0))
+	}
+	log := d.stderr.String()
+	for _, line := range []string{`msg="control request"`, `msg="client rejected"`, `msg="client connected"`, `msg="client disconnected"`, `re-check requested`} {
+		if n := strings.Count(log, line); n > 2 {
+			t.Errorf("%d %s lines", n, line)
+		}
+	}
+	// Past the 10 s, the next line of a kind carries the count.
+	time.Sleep(10*time.Second - time.Since(t0) + 100*time.Millisecond)
+	if _, stderr, code := runCmd(t, 30*time.Second, "reload", "-socket", sock); code != 0 {
+		t.Fatalf("edged reload: %s", stderr)
+	}
+	waitLog(t, d, fmt.Sprintf(`msg="control request" sink=local request=engines peer_uid=%d`, os.Getuid()))
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(d.stderr.String(), "suppressed="+strconv.Itoa(reloads-1)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no control request line with suppressed=%d:\n%s", reloads-1, d.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
