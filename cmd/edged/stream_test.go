@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -366,5 +368,73 @@ func TestPeersCannotFloodTheLog(t *testing.T) {
 			t.Fatalf("no control request line with suppressed=%d:\n%s", reloads-1, d.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTailSerialHangup: when the far end of the line goes away (here the
+// pty master closes), edged tail -serial ends cleanly after the records it
+// got, exit 0 and nothing on stderr. It used to report the EIO the kernel
+// gives for a hang-up during a read ("input/output error", exit 1), often
+// enough on a loaded machine; each round is a fresh chance.
+func TestTailSerialHangup(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 3
+	}
+	for round := range rounds {
+		master, slave, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pty: %v", err)
+		}
+		cmd := edged("tail", "-serial", slave.Name(), "-baud", "921600")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(stdout)
+		// Until tail shows a record: frames keep coming, so one sent before
+		// tail opened the port does not matter.
+		got := make(chan bool)
+		go func() { got <- lines.Scan() }()
+		var frame, scratch []byte
+		for seq := uint64(1); ; seq++ {
+			frame, scratch = stream.AppendSerialFrame(append(frame[:0], 0), scratch,
+				&stream.Record{Kind: stream.KindStatus, Event: "config_reloaded", TNs: int64(seq)}, seq)
+			master.Write(frame)
+			select {
+			case ok := <-got:
+				if !ok {
+					t.Fatalf("round %d: tail printed nothing; stderr: %s", round, stderr.String())
+				}
+			case <-time.After(20 * time.Millisecond):
+				if seq < 1000 {
+					continue
+				}
+				t.Fatalf("round %d: tail printed nothing; stderr: %s", round, stderr.String())
+			}
+			break
+		}
+		// Hang up while tail waits in a read.
+		time.Sleep(time.Duration(round%4) * 5 * time.Millisecond)
+		slave.Close()
+		master.Close()
+		for lines.Scan() {
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("round %d: tail did not end after the hang-up", round)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 0 || stderr.Len() != 0 {
+			t.Fatalf("round %d: tail after a hang-up: exit %d, stderr %q; want exit 0 and nothing", round, code, stderr.String())
+		}
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.bug.st/serial"
-
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
 )
@@ -40,14 +38,14 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var source string
 	switch {
 	case *dev != "":
-		port, err := serial.Open(*dev, &serial.Mode{BaudRate: *baud})
+		port, err := stream.OpenSerialReader(*dev, *baud)
 		if err != nil {
-			fmt.Fprintf(stderr, "edged tail: opening %s: %v\n", *dev, err)
+			fmt.Fprintf(stderr, "edged tail: %v\n", err)
 			return exitFailure
 		}
 		defer port.Close()
 		context.AfterFunc(ctx, func() { port.Close() })
-		dec := stream.NewDecoder(serialReader{port}, stream.DecoderOptions{Framing: stream.FramingSerial})
+		dec := stream.NewDecoder(port, stream.DecoderOptions{Framing: stream.FramingSerial})
 		next, stats, source = dec.Next, dec.Stats, *dev
 	case *file != "":
 		fr, err := stream.ParseFraming(*framing)
@@ -134,18 +132,6 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			st.Records, st.Missed, st.Gaps, st.CRCErrors, st.FrameErrors)
 	}
 	return code
-}
-
-// serialReader turns go.bug.st/serial's (0, nil) read timeouts into retries.
-type serialReader struct{ p serial.Port }
-
-func (r serialReader) Read(b []byte) (int, error) {
-	for {
-		n, err := r.p.Read(b)
-		if n > 0 || err != nil {
-			return n, err
-		}
-	}
 }
 
 func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) int {
