@@ -121,8 +121,8 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			line = append(line, '\n')
 			out.Write(line)
 		}
-		if *dev == "" && *file == "" {
-			out.Flush() // live stream: show each record as it comes
+		if *file == "" {
+			out.Flush() // live stream (socket or serial line): show each record as it comes
 		}
 	}
 	out.Flush()
