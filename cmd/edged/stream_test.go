@@ -491,3 +491,32 @@ func jsonTokens(t *testing.T, text string) []string {
 		toks = append(toks, fmt.Sprintf("%T:%v", tok, tok))
 	}
 }
+
+// TestSocketPathTakenByAnotherFile: when the configured socket path is a
+// symbolic link, a directory or a regular file, edged run refuses it and
+// says which in words (a symbolic link was written "L---------", a
+// regular file "----------").
+func TestSocketPathTakenByAnotherFile(t *testing.T) {
+	lib := needORT(t)
+	for _, c := range []struct {
+		kind string
+		make func(path string) error
+	}{
+		{"a symbolic link", func(p string) error { return os.Symlink("/nonexistent", p) }},
+		{"a directory", func(p string) error { return os.Mkdir(p, 0o755) }},
+		{"a regular file", func(p string) error { return os.WriteFile(p, nil, 0o644) }},
+	} {
+		dir := t.TempDir()
+		cfg, sock := testConfig(t, dir)
+		if err := c.make(sock); err != nil {
+			t.Fatal(err)
+		}
+		cmd := edged("run", "-config", cfg)
+		cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
+		out, _ := cmd.CombinedOutput()
+		want := sock + " is " + c.kind + "; remove it or choose another socket path"
+		if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(string(out), want) || strings.Contains(string(out), "-----") {
+			t.Errorf("socket path is %s: exit %d, want an error saying %q:\n%s", c.kind, cmd.ProcessState.ExitCode(), want, out)
+		}
+	}
+}
