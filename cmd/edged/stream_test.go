@@ -19,6 +19,7 @@ import (
 
 	"github.com/creack/pty"
 
+	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -518,5 +519,55 @@ func TestSocketPathTakenByAnotherFile(t *testing.T) {
 		if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(string(out), want) || strings.Contains(string(out), "-----") {
 			t.Errorf("socket path is %s: exit %d, want an error saying %q:\n%s", c.kind, cmd.ProcessState.ExitCode(), want, out)
 		}
+	}
+}
+
+// TestConfigPrintShowsEveryKey: edged config print writes every key edged
+// understands with the value in force, also those the file leaves out
+// (reload, allow_uids, allow_gids, columns, sensors, labels were omitted),
+// the socket mode in canonical octal, and the result loads back.
+func TestConfigPrintShowsEveryKey(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "min.toml")
+	os.WriteFile(cfg, []byte(`[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+[[source]]
+name = "imu"
+kind = "serial"
+device = "/dev/null"
+[[model]]
+name = "demo"
+path = "builtin:demo"
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "demo"
+sinks = ["local"]
+[[pipeline.postprocess]]
+output = "class"
+kind = "topk"
+[[sink]]
+name = "local"
+kind = "socket"
+path = "/tmp/x.sock"
+mode = "600"
+`), 0o644)
+	out, stderr, code := runCmd(t, 30*time.Second, "config", "print", "-config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"\n  reload = true\n", "\n  allow_uids = []\n", "\n  allow_gids = []\n", "\n  columns = []\n",
+		"\n  sensors = []\n", "\n    labels = []\n", "\n  mode = \"0600\"\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config print lacks %q:\n%s", strings.TrimSpace(want), out)
+		}
+	}
+	if n := strings.Count(out, "\n  columns = "); n != 2 {
+		t.Errorf("columns printed for %d of 2 sources", n)
+	}
+	if _, err := edruntime.Parse("printed", []byte(out)); err != nil {
+		t.Errorf("printed configuration does not load: %v", err)
 	}
 }
