@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,7 +118,7 @@ func runCmd(t *testing.T, timeout time.Duration, args ...string) (stdout, stderr
 func TestClientsThatReceiveNothingAreReaped(t *testing.T) {
 	lib := needORT(t)
 	const max = 4
-	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 16`, `max_clients = `+strconv.Itoa(max))
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 64`, `max_clients = `+strconv.Itoa(max))
 	start(t, lib, cfg, sock)
 	clients := `edged_stream_clients{sink="local"}`
 	waitMetric(t, metrics, clients, 0)
@@ -161,7 +162,7 @@ func TestClientsThatReceiveNothingAreReaped(t *testing.T) {
 // broken pipe), and the refusals are counted in /metrics by reason.
 func TestRefusedClientsFailLoudly(t *testing.T) {
 	lib := needORT(t)
-	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 16`, `max_clients = 1`)
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 64`, `max_clients = 1`)
 	start(t, lib, cfg, sock)
 	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)
 	holder, err := net.Dial("unix", sock)
@@ -284,7 +285,7 @@ func (s slowReader) Read(b []byte) (int, error) {
 // 10 s, and the next line of a kind says how many were left out.
 func TestPeersCannotFloodTheLog(t *testing.T) {
 	lib := needORT(t)
-	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 16`, `max_clients = 2`)
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 64`, `max_clients = 2`)
 	d := start(t, lib, cfg, sock)
 	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)
 	t0 := time.Now()
@@ -569,5 +570,60 @@ mode = "600"
 	}
 	if _, err := edruntime.Parse("printed", []byte(out)); err != nil {
 		t.Errorf("printed configuration does not load: %v", err)
+	}
+}
+
+// TestProtocolDefaultsAreTheBinarys: the defaults docs/PROTOCOL.md
+// promises for socket and serial sinks are the ones edged applies (as
+// edged config print shows them for sinks that set nothing).
+// docs/PROTOCOL.md said max_clients 64 where edged used 16, and
+// max_frame_bytes 4096 where it used 1024.
+func TestProtocolDefaultsAreTheBinarys(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "sinks.toml")
+	os.WriteFile(cfg, []byte(`[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+[[model]]
+name = "demo"
+path = "builtin:demo"
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "demo"
+sinks = ["local", "uart"]
+[[sink]]
+name = "local"
+kind = "socket"
+path = "/tmp/x.sock"
+[[sink]]
+name = "uart"
+kind = "serial"
+device = "/dev/null"
+`), 0o644)
+	printed, stderr, code := runCmd(t, 30*time.Second, "config", "print", "-config", cfg)
+	if code != 0 {
+		t.Fatalf("config print: exit %d: %s", code, stderr)
+	}
+	for _, c := range []struct{ doc, key string }{
+		{"`max_clients` \\(default (\\d+)\\)", "max_clients = (\\d+)"},
+		{"`client_queue`, default (\\d+) records", "client_queue = (\\d+)"},
+		{"`write_timeout` \\(default (\\d+) s\\)", `write_timeout = "(\d+)s"`},
+		{"`max_frame_bytes` on serial \\(default (\\d+)", "max_frame_bytes = ([1-9]\\d*)"},
+	} {
+		d := regexp.MustCompile(c.doc).FindSubmatch(doc)
+		p := regexp.MustCompile(c.key).FindSubmatch([]byte(printed))
+		if d == nil || p == nil {
+			t.Errorf("%s: not found in docs/PROTOCOL.md (%q) or config print (%q)", c.key, d, p)
+			continue
+		}
+		if string(d[1]) != string(p[1]) {
+			t.Errorf("docs/PROTOCOL.md says %s, edged applies %s", d[0], p[0])
+		}
 	}
 }
