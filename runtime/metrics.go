@@ -224,6 +224,17 @@ func (d *daemon) writeMetrics(w io.Writer) {
 		for name, e := range g.sensors {
 			m.gauge("edged_source_up", "", b2f(e.up.Load()), "source", name)
 			m.gauge("edged_sensor_samples", "Samples kept for matching.", float64(e.ring.Len()), "source", name)
+			if rs, ok := e.src.(interface{ RejectedLines() map[string]uint64 }); ok {
+				counts := rs.RejectedLines()
+				reasons := make([]string, 0, len(counts))
+				for k := range counts {
+					reasons = append(reasons, k)
+				}
+				sort.Strings(reasons)
+				for _, k := range reasons {
+					m.counter("edged_sensor_lines_rejected_total", "Serial sensor lines or packets refused, by reason (checksum, malformed, oversize).", float64(counts[k]), "source", name, "reason", k)
+				}
+			}
 		}
 	}
 	for _, e := range sinks {

@@ -627,3 +627,41 @@ device = "/dev/null"
 		}
 	}
 }
+
+// TestSerialSensorRejectedLinesCounted: lines a serial sensor refuses are
+// counted in /metrics by reason (they were counted inside the sensor but
+// shown nowhere): a CSV IMU on a pty sends good lines, lines with the
+// wrong number of columns or a word for a number, and an overlong line.
+func TestSerialSensorRejectedLinesCounted(t *testing.T) {
+	lib := needORT(t)
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	go io.Copy(io.Discard, master)
+	dir := t.TempDir()
+	cfg, sock, metrics := metricsConfig(t, dir,
+		`sensors = []`, `sensors = ["imu"]`,
+		"[[model]]", "[[source]]\nname = \"imu\"\nkind = \"serial\"\ndevice = \""+slave.Name()+"\"\nprotocol = \"csv\"\ncolumns = [\"ax\", \"ay\"]\n\n[[model]]")
+	start(t, lib, cfg, sock)
+	waitMetric(t, metrics, `edged_source_up{source="imu"}`, 1)
+	lines := "1,2\n1,2,3\n4\nx,1\n1,two\n" + strings.Repeat("9", 300) + "\n3,4\n# comment\n"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		master.WriteString(lines)
+		time.Sleep(100 * time.Millisecond)
+		mal := scrape(t, metrics, `edged_sensor_lines_rejected_total{source="imu",reason="malformed"}`)
+		over := scrape(t, metrics, `edged_sensor_lines_rejected_total{source="imu",reason="oversize"}`)
+		sum := scrape(t, metrics, `edged_sensor_lines_rejected_total{source="imu",reason="checksum"}`)
+		// Each round: 3 malformed ("1,2,3", "4", "1,two"; "x,1" starts
+		// with a letter, so it is a header, ignored), 1 oversize.
+		if over >= 1 && sum == 0 && mal == 3*over {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rejected lines: malformed %v, oversize %v, checksum %v; want 3, 1, 0 per round", mal, over, sum)
+		}
+	}
+}

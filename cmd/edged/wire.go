@@ -198,7 +198,21 @@ func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
 }
 
 func newSensor(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.SampleSource, error) {
-	return serialsrc.New(serialsrc.Options{Name: sc.Name, Device: c.Resolve(sc.Device), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
+	src, err := serialsrc.New(serialsrc.Options{Name: sc.Name, Device: c.Resolve(sc.Device), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
+	if err != nil {
+		return nil, err
+	}
+	return serialSensor{src}, nil
+}
+
+// serialSensor tells the runtime, for metrics, what a serial sensor
+// refused (runtime looks for RejectedLines).
+type serialSensor struct{ *serialsrc.Source }
+
+// RejectedLines counts the lines or packets the sensor refused, by reason.
+func (s serialSensor) RejectedLines() map[string]uint64 {
+	st := s.Stats()
+	return map[string]uint64{"checksum": st.Checksum, "malformed": st.Malformed, "oversize": st.Oversize}
 }
 
 func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
