@@ -25,7 +25,7 @@ const (
 	DefaultBaud          = 115200
 	DefaultRing          = 256
 	DefaultQueue         = 4
-	DefaultMaxClients    = 16
+	DefaultMaxClients    = 64
 	DefaultClientQueue   = 256
 	DefaultSerialQueue   = 64
 	DefaultMaxFrameBytes = 1024

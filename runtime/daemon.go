@@ -357,7 +357,8 @@ func (d *daemon) inherited(c *Config, s *SinkConfig) net.Listener {
 func (d *daemon) control(ctx context.Context, req string) error {
 	switch req {
 	case "reload", "engines":
-		d.log.Info("engine re-check requested by a client")
+		// Not logged here: the sink logs requests with the peer, at a
+		// bounded rate (a client decides how often this runs).
 		d.triggerEngines()
 		return nil
 	}

@@ -224,6 +224,17 @@ func (d *daemon) writeMetrics(w io.Writer) {
 		for name, e := range g.sensors {
 			m.gauge("edged_source_up", "", b2f(e.up.Load()), "source", name)
 			m.gauge("edged_sensor_samples", "Samples kept for matching.", float64(e.ring.Len()), "source", name)
+			if rs, ok := e.src.(interface{ RejectedLines() map[string]uint64 }); ok {
+				counts := rs.RejectedLines()
+				reasons := make([]string, 0, len(counts))
+				for k := range counts {
+					reasons = append(reasons, k)
+				}
+				sort.Strings(reasons)
+				for _, k := range reasons {
+					m.counter("edged_sensor_lines_rejected_total", "Serial sensor lines or packets refused, by reason (checksum, malformed, oversize).", float64(counts[k]), "source", name, "reason", k)
+				}
+			}
 		}
 	}
 	for _, e := range sinks {
@@ -236,7 +247,8 @@ func (d *daemon) writeMetrics(w io.Writer) {
 			m.counter("edged_sink_records_dropped_total", "Records dropped by each sink (slow clients, full queues).", float64(st.Dropped), sl...)
 			m.counter("edged_stream_disconnects_total", "Socket clients that went away.", float64(st.Disconnects), "sink", e.cfg.Name, "reason", "any")
 			m.counter("edged_stream_disconnects_total", "", float64(st.SlowDisconnects), "sink", e.cfg.Name, "reason", "slow")
-			m.counter("edged_stream_rejected_total", "Connections refused (max clients, peer credentials).", float64(st.Rejected), sl...)
+			m.counter("edged_stream_rejected_total", "Connections refused, by reason (any; max_clients: the sink was full).", float64(st.Rejected), "sink", e.cfg.Name, "reason", "any")
+			m.counter("edged_stream_rejected_total", "", float64(st.RejectedFull), "sink", e.cfg.Name, "reason", "max_clients")
 		case interface{ Stats() stream.SerialStats }:
 			st := s.Stats()
 			m.gauge("edged_serial_up", "1 while the serial port is open.", b2f(st.Up), sl...)

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.bug.st/serial"
-
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
 )
@@ -40,14 +38,14 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var source string
 	switch {
 	case *dev != "":
-		port, err := serial.Open(*dev, &serial.Mode{BaudRate: *baud})
+		port, err := stream.OpenSerialReader(*dev, *baud)
 		if err != nil {
-			fmt.Fprintf(stderr, "edged tail: opening %s: %v\n", *dev, err)
+			fmt.Fprintf(stderr, "edged tail: %v\n", err)
 			return exitFailure
 		}
 		defer port.Close()
 		context.AfterFunc(ctx, func() { port.Close() })
-		dec := stream.NewDecoder(serialReader{port}, stream.DecoderOptions{Framing: stream.FramingSerial})
+		dec := stream.NewDecoder(port, stream.DecoderOptions{Framing: stream.FramingSerial})
 		next, stats, source = dec.Next, dec.Stats, *dev
 	case *file != "":
 		fr, err := stream.ParseFraming(*framing)
@@ -74,13 +72,18 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				sub.Encoding = stream.CBOR
 			}
 		}
-		c, err := stream.Dial(ctx, clientSocket(*sock), sub)
+		path, err := clientSocket(*sock)
+		if err != nil {
+			fmt.Fprintf(stderr, "edged tail: %v\n", err)
+			return exitFailure
+		}
+		c, err := stream.Dial(ctx, path, sub)
 		if err != nil {
 			fmt.Fprintf(stderr, "edged tail: %v\n", err)
 			return exitFailure
 		}
 		defer c.Close()
-		next, stats, source = c.Next, c.Stats, *sock
+		next, stats, source = c.Next, c.Stats, path
 	}
 
 	out := bufio.NewWriter(stdout)
@@ -99,6 +102,13 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			code = exitFailure
 			break
 		}
+		if m.Rec.Type == "error" && *dev == "" && *file == "" {
+			// The daemon refused the connection (too many clients, not
+			// allowed) or tail's subscription: not a record to print.
+			fmt.Fprintf(stderr, "edged tail: %s: the daemon refused: %s\n", source, m.Rec.Error)
+			code = exitFailure
+			break
+		}
 		count++
 		if *asJSON {
 			if m.Missed > 0 {
@@ -111,8 +121,8 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			line = append(line, '\n')
 			out.Write(line)
 		}
-		if *dev == "" && *file == "" {
-			out.Flush() // live stream: show each record as it comes
+		if *file == "" {
+			out.Flush() // live stream (socket or serial line): show each record as it comes
 		}
 	}
 	out.Flush()
@@ -124,18 +134,6 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// serialReader turns go.bug.st/serial's (0, nil) read timeouts into retries.
-type serialReader struct{ p serial.Port }
-
-func (r serialReader) Read(b []byte) (int, error) {
-	for {
-		n, err := r.p.Read(b)
-		if n > 0 || err != nil {
-			return n, err
-		}
-	}
-}
-
 func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("reload", stderr)
 	sock := fs.String("socket", "", socketFlagHelp)
@@ -145,7 +143,12 @@ func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := stream.RequestReload(ctx, clientSocket(*sock)); err != nil {
+	path, err := clientSocket(*sock)
+	if err != nil {
+		fmt.Fprintf(stderr, "edged reload: %v\n", err)
+		return exitFailure
+	}
+	if err := stream.RequestReload(ctx, path); err != nil {
 		fmt.Fprintf(stderr, "edged reload: %v\n", err)
 		return exitFailure
 	}
@@ -161,17 +164,17 @@ const socketFlagHelp = "daemon socket (default: $XDG_RUNTIME_DIR/edged.sock, or 
 
 // clientSocket picks the socket tail and reload talk to: the -socket flag,
 // else the first that exists of the daemon's own default (where `edged run`
-// without a config listens) and the systemd unit's socket. With none
-// there, the daemon's default is named in the error.
-func clientSocket(flag string) string {
+// without a config listens) and the systemd unit's socket. With neither
+// there, the error names both.
+func clientSocket(flag string) (string, error) {
 	if flag != "" {
-		return flag
+		return flag, nil
 	}
 	def := edruntime.DefaultSocketPath()
 	for _, p := range []string{def, systemSocket} {
 		if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
-			return p
+			return p, nil
 		}
 	}
-	return def
+	return "", fmt.Errorf("no daemon socket at %s (where edged run listens by default) or %s (the systemd unit's); is edged running? Name another socket with -socket PATH", def, systemSocket)
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // TestClientSocket: tail and reload find the daemon without -socket, both
 // when it runs by hand (the run default) and under systemd (the unit's
-// socket), and -socket always wins.
+// socket), -socket always wins, and with neither there the error names
+// both.
 func TestClientSocket(t *testing.T) {
 	xdg, sys := t.TempDir(), t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", xdg)
@@ -23,18 +25,18 @@ func TestClientSocket(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 	}
 	user := filepath.Join(xdg, "edged.sock")
-	if got := clientSocket(""); got != user {
-		t.Errorf("nothing listening: %s, want the run default %s", got, user)
+	if got, err := clientSocket(""); err == nil || !strings.Contains(err.Error(), user) || !strings.Contains(err.Error(), systemSocket) {
+		t.Errorf("nothing listening: %q, %v; want an error naming %s and %s", got, err, user, systemSocket)
 	}
 	listen(systemSocket)
-	if got := clientSocket(""); got != systemSocket {
+	if got, _ := clientSocket(""); got != systemSocket {
 		t.Errorf("only the unit's socket: %s, want %s", got, systemSocket)
 	}
 	listen(user)
-	if got := clientSocket(""); got != user {
+	if got, _ := clientSocket(""); got != user {
 		t.Errorf("both: %s, want the run default %s", got, user)
 	}
-	if got := clientSocket("/x/y.sock"); got != "/x/y.sock" {
+	if got, _ := clientSocket("/x/y.sock"); got != "/x/y.sock" {
 		t.Errorf("-socket: %s", got)
 	}
 }

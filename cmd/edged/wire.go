@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/preprocess"
@@ -235,7 +234,21 @@ func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
 }
 
 func newSensor(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.SampleSource, error) {
-	return serialsrc.New(serialsrc.Options{Name: sc.Name, Device: c.Resolve(sc.Device), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
+	src, err := serialsrc.New(serialsrc.Options{Name: sc.Name, Device: c.Resolve(sc.Device), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
+	if err != nil {
+		return nil, err
+	}
+	return serialSensor{src}, nil
+}
+
+// serialSensor tells the runtime, for metrics, what a serial sensor
+// refused (runtime looks for RejectedLines).
+type serialSensor struct{ *serialsrc.Source }
+
+// RejectedLines counts the lines or packets the sensor refused, by reason.
+func (s serialSensor) RejectedLines() map[string]uint64 {
+	st := s.Stats()
+	return map[string]uint64{"checksum": st.Checksum, "malformed": st.Malformed, "oversize": st.Oversize}
 }
 
 func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
@@ -250,28 +263,32 @@ func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inh
 			return nil, err
 		}
 		slog := log.With("sink", s.Name)
+		var rl rateLog
 		sock, err := stream.NewSocket(stream.SocketOptions{
 			Name: s.Name, Path: c.Resolve(s.Path), Listener: inherited, NoActivation: true,
 			Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, QueueLen: s.ClientQueue,
 			WriteTimeout: s.WriteTimeout.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
 			AllowUIDs: u32s(s.AllowUIDs), AllowGIDs: u32s(s.AllowGIDs),
 			OnControl: func(ctx context.Context, req stream.ControlRequest, peer stream.PeerCred) error {
-				slog.Info("control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
+				rl.log(slog, logInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
 				return control(ctx, req.Reload)
 			},
+			// Every kind of client event is logged at most once per 10 s
+			// (with a count of those left out): peers decide how often
+			// these happen.
 			OnClient: func(ev stream.ClientEvent) {
 				args := []any{"client", ev.ID, "uid", ev.Peer.UID, "gid", ev.Peer.GID, "pid", ev.Peer.PID}
 				switch ev.Kind {
 				case stream.ClientConnected:
-					slog.Info("client connected", args...)
+					rl.log(slog, logInfo, "connected", "client connected", args...)
 				case stream.ClientRejected:
-					slog.Warn("client rejected", append(args, "err", ev.Err)...)
+					rl.log(slog, logWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
 				case stream.ClientDisconnected:
 					args = append(args, "sent", ev.Sent, "dropped", ev.Dropped)
 					if ev.Err != nil {
-						slog.Warn("client disconnected", append(args, "err", ev.Err)...)
+						rl.log(slog, logWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
 					} else {
-						slog.Info("client disconnected", args...)
+						rl.log(slog, logInfo, "disconnected", "client disconnected", args...)
 					}
 				}
 			},
@@ -287,7 +304,7 @@ func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inh
 		return sock, nil
 	case "serial":
 		slog := log.With("sink", s.Name, "device", s.Device)
-		var errs rateLimited
+		var rl rateLog
 		ser, err := stream.NewSerial(stream.SerialOptions{
 			Name: s.Name, Device: c.Resolve(s.Device), Baud: s.Baud, DataBits: s.DataBits, Parity: s.Parity, StopBits: s.StopBits,
 			Format: s.Format, QueueLen: s.Queue, MaxFrameBytes: s.MaxFrameBytes, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
@@ -296,9 +313,7 @@ func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inh
 				case stream.SerialOpened:
 					slog.Info("serial port open", "event", "serial_up")
 				case stream.SerialOpenFailed:
-					if errs.allow() {
-						slog.Warn("serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-					}
+					rl.log(slog, logWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
 				case stream.SerialLost:
 					slog.Warn("serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
 				case stream.SerialStalled:
@@ -312,22 +327,6 @@ func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inh
 		return ser, nil
 	}
 	return nil, errors.New("sink kind " + s.Kind + " is not available in this build")
-}
-
-// rateLimited allows one log line per 10 seconds for a repeating failure.
-type rateLimited struct {
-	mu   sync.Mutex
-	last time.Time
-}
-
-func (r *rateLimited) allow() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.last) < 10*time.Second {
-		return false
-	}
-	r.last = time.Now()
-	return true
 }
 
 func u32s(v []int) []uint32 {

@@ -31,17 +31,30 @@ func Dial(ctx context.Context, path string, sub *Subscription) (*Client, error) 
 		return nil, fmt.Errorf("stream: connecting to %s: %w (is edged running, and may this user open the socket?)", path, err)
 	}
 	uc := c.(*net.UnixConn)
+	cl := &Client{conn: uc, ctx: ctx, dec: NewDecoder(uc, DecoderOptions{Framing: FramingAuto, FromStart: true})}
 	if sub != nil {
-		uc.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := uc.Write(sub.appendRequest(nil)); err != nil {
+		if err := cl.send(sub.appendRequest(nil)); err != nil {
+			err = cl.refusal(err)
 			uc.Close()
 			return nil, fmt.Errorf("stream: subscribing on %s: %w", path, err)
 		}
-		uc.SetWriteDeadline(time.Time{})
 	}
-	cl := &Client{conn: uc, ctx: ctx, dec: NewDecoder(uc, DecoderOptions{Framing: FramingAuto, FromStart: true})}
 	cl.stop = context.AfterFunc(ctx, func() { uc.Close() })
 	return cl, nil
+}
+
+// refusal explains a failed write: when the daemon refused the connection
+// (too many clients, peer not allowed) it sent an error record and closed
+// it, and that record is the reason, wrapped in ErrRemote. Otherwise it
+// returns err.
+func (c *Client) refusal(err error) error {
+	c.conn.SetReadDeadline(time.Now().Add(time.Second))
+	defer c.conn.SetReadDeadline(time.Time{})
+	var m Message
+	if c.dec.Next(&m) == nil && m.Rec.Type == "error" {
+		return fmt.Errorf("%w: %s", ErrRemote, m.Rec.Error)
+	}
+	return err
 }
 
 // Next reads the next record into m; see Decoder.Next. After the sink or
@@ -92,7 +105,7 @@ func RequestReload(ctx context.Context, path string) error {
 	}
 	defer c.Close()
 	if err := c.send([]byte(`{"reload":"engines"}` + "\n")); err != nil {
-		return fmt.Errorf("stream: sending the reload request to %s: %w", path, err)
+		return fmt.Errorf("stream: sending the reload request to %s: %w", path, c.refusal(err))
 	}
 	var m Message
 	for {

@@ -154,13 +154,22 @@ type Message struct {
 	Missed uint64
 	// Restarted is set when seq went backwards: the sender restarted.
 	Restarted bool
+
+	json []byte // JSON's buffer
 }
 
 // JSON returns the record as one JSON object without a newline: Raw for
-// NDJSON, a re-encoding of Rec for CBOR.
+// NDJSON; for CBOR, Raw rewritten as JSON key by key, so that it reads as
+// the NDJSON encoding of the same record does (every key the sender wrote,
+// zero values included, such as the first frame's "frame_seq":0, and keys
+// this version does not know). It is valid until the next call to Next.
 func (m *Message) JSON() []byte {
 	if m.Encoding == NDJSON {
 		return m.Raw
+	}
+	if b, rest, err := appendCBORJSON(m.json[:0], m.Raw, 0); err == nil && len(rest) == 0 {
+		m.json = b
+		return b
 	}
 	b, err := json.Marshal(&m.Rec)
 	if err != nil { // cannot happen for Decoded; keep the output a JSON object

@@ -129,3 +129,31 @@ func TestAppendTextGolden(t *testing.T) {
 		t.Fatalf("tail lines differ:\n got:\n%s\nwant:\n%s", out, want)
 	}
 }
+
+// CBOR the encoders never write (indefinite lengths, half floats, tags,
+// byte strings, extreme negative integers) still reads as JSON, and CBOR
+// with no JSON form falls back to re-encoding the decoded record.
+func TestCBORAsJSON(t *testing.T) {
+	cases := []struct{ cbor, json string }{
+		{"\xbf\x61a\x9f\x01\x20\xff\x61b\x7f\x61x\x61y\xff\xff", `{"a":[1,-1],"b":"xy"}`},
+		{"\xa3\x61h\xf9\x3c\x00\x61n\xf9\x7e\x00\x61s\xf9\x00\x01", `{"h":1,"n":null,"s":5.9604645e-08}`},
+		{"\x82\xc1\x1a\x00\x00\x00\x01\x43\x01\x02\x03", `[1,"AQID"]`},
+		{"\x83\x3b\xff\xff\xff\xff\xff\xff\xff\xff\xf4\xf7", `[-18446744073709551616,false,null]`},
+		{"\xa1\x61k\xfb\x3f\xb9\x99\x99\x99\x99\x99\x9a", `{"k":0.1}`},
+	}
+	for _, c := range cases {
+		got, rest, err := appendCBORJSON(nil, []byte(c.cbor), 0)
+		if err != nil || len(rest) != 0 || string(got) != c.json {
+			t.Errorf("% x: %s (rest %d, %v), want %s", c.cbor, got, len(rest), err, c.json)
+		}
+	}
+	for _, bad := range []string{"\xa1\x01\x02", "\x9f\x01", "\x62a", "\x1c", "\xf8\x20"} {
+		if _, _, err := appendCBORJSON(nil, []byte(bad), 0); err == nil {
+			t.Errorf("% x: no error", bad)
+		}
+	}
+	m := Message{Encoding: CBOR, Raw: []byte("\xa2\x64type\x66status\x01\x02"), Rec: Decoded{Type: "status", Seq: 3}}
+	if got := string(m.JSON()); got != `{"type":"status","v":0,"seq":3}` {
+		t.Errorf("fallback: %s", got)
+	}
+}

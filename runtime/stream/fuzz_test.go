@@ -46,6 +46,9 @@ func drain(t *testing.T, data []byte, opts DecoderOptions) {
 		if m.Rec.Type == "" {
 			t.Fatal("record without a type")
 		}
+		if j := m.JSON(); !json.Valid(j) {
+			t.Fatalf("JSON() of a decoded record is not JSON: %q", j)
+		}
 		if i > len(data) {
 			t.Fatal("more records than input bytes")
 		}

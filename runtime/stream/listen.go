@@ -130,7 +130,7 @@ func checkStale(path string) error {
 		return fmt.Errorf("stream: socket %s: %w", path, err)
 	}
 	if fi.Mode()&fs.ModeSocket == 0 {
-		return fmt.Errorf("%w: %s is a %v; remove it or choose another socket path", ErrNotSocket, path, fi.Mode().Type())
+		return fmt.Errorf("%w: %s is %s; remove it or choose another socket path", ErrNotSocket, path, fileKind(fi.Mode()))
 	}
 	c, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err == nil {
@@ -141,6 +141,26 @@ func checkStale(path string) error {
 		return nil // stale: left behind by a process that is gone
 	}
 	return fmt.Errorf("stream: socket %s exists and cannot be probed (%w); remove it if no process uses it", path, err)
+}
+
+// fileKind names the type of a file for messages (FileMode's String
+// writes a symbolic link as "L---------").
+func fileKind(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t == 0:
+		return "a regular file"
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "not a socket"
 }
 
 // removeIfOurs removes path if it is still the socket file id.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.bug.st/serial"
+	"golang.org/x/sys/unix"
 )
 
 // Serial errors.
@@ -669,7 +670,10 @@ func (w *serialWriter) fail(err error) {
 
 // OpenSerialReader opens a serial port for reading a sink's output (edged
 // tail -serial): 8N1 at baud, raw. Read blocks until data arrives and
-// returns io.EOF once the port is closed or hung up; Close wakes it.
+// returns io.EOF once the port is closed or hung up (the other end of a
+// pty closed, a USB adapter unplugged: the kernel reports those as EIO,
+// ENXIO or ENODEV, or as an empty read, depending on timing); Close wakes
+// it.
 func OpenSerialReader(device string, baud int) (io.ReadCloser, error) {
 	if baud <= 0 {
 		baud = DefaultBaud
@@ -687,8 +691,7 @@ func (r serialReader) Read(b []byte) (int, error) {
 	for {
 		n, err := r.p.Read(b)
 		if err != nil {
-			var pe *serial.PortError
-			if errors.As(err, &pe) && pe.Code() == serial.PortClosed {
+			if isHangup(err) {
 				return n, io.EOF
 			}
 			return n, err
@@ -701,3 +704,11 @@ func (r serialReader) Read(b []byte) (int, error) {
 }
 
 func (r serialReader) Close() error { return r.p.Close() }
+
+// isHangup reports whether a read error from a serial port means the line
+// is gone (closed here, hung up, unplugged) rather than a fault.
+func isHangup(err error) bool {
+	var pe *serial.PortError
+	return errors.As(err, &pe) && pe.Code() == serial.PortClosed ||
+		errors.Is(err, unix.EIO) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV)
+}

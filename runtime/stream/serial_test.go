@@ -10,10 +10,12 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+	"go.bug.st/serial"
 )
 
 // newPty returns a pty master and its slave's path; the sink opens the
@@ -582,5 +584,28 @@ func TestOpenSerialReader(t *testing.T) {
 	}
 	if _, err := OpenSerialReader(filepath.Join(t.TempDir(), "none"), 0); err == nil || !strings.Contains(err.Error(), "none") {
 		t.Fatalf("missing port: %v", err)
+	}
+}
+
+// errPort is a serial.Port whose reads fail with err.
+type errPort struct {
+	serial.Port
+	err error
+}
+
+func (p errPort) Read([]byte) (int, error) { return 0, p.err }
+
+// A hang-up ends the stream cleanly however the kernel reports it: EIO
+// (the other end of a pty closed while a read was under way, which made
+// TestOpenSerialReader flaky under load), ENXIO or ENODEV (an unplugged
+// adapter). Other errors pass through.
+func TestSerialReaderHangupIsEOF(t *testing.T) {
+	for _, err := range []error{syscall.EIO, syscall.ENXIO, syscall.ENODEV} {
+		if _, got := (serialReader{errPort{err: err}}).Read(make([]byte, 8)); got != io.EOF {
+			t.Errorf("read failing with %v: %v, want io.EOF", err, got)
+		}
+	}
+	if _, got := (serialReader{errPort{err: syscall.EBADF}}).Read(make([]byte, 8)); !errors.Is(got, syscall.EBADF) {
+		t.Errorf("read failing with EBADF: %v", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/edged-dev/edged/sensors"
 )
@@ -41,8 +44,18 @@ const (
 	DefaultMaxRecordBytes               = 1 << 20
 )
 
-// batchBytes is how much a client writer gathers into one write.
+// batchBytes is how much a client writer gathers before writing.
 const batchBytes = 64 << 10
+
+// A Unix stream socket frees what it holds for the peer one write call's
+// worth at a time, once the peer has read all of it, and the writer sees a
+// slow reader's progress in those units (see client.write). So once more
+// than bigWriteBelow waits unread in a client's socket, the writer hands
+// the kernel at most writeChunk per call; below, a whole batch.
+const (
+	writeChunk    = 2 << 10
+	bigWriteBelow = 32 << 10
+)
 
 // maxPoolBytes bounds the buffer capacity kept in the pool of encoded
 // records for reuse; beyond it records are left to the garbage collector
@@ -150,6 +163,7 @@ type SocketStats struct {
 	Clients         int    // connected now
 	Accepted        uint64 // connections admitted
 	Rejected        uint64 // connections refused (max clients, allowlist)
+	RejectedFull    uint64 // of those, refused because MaxClients were connected
 	Disconnects     uint64 // admitted clients that went away, for any reason
 	SlowDisconnects uint64 // of those, cut off by WriteTimeout
 	Published       uint64 // records given to Publish while clients were connected
@@ -202,10 +216,11 @@ type Socket struct {
 	closeDone  chan struct{}
 	clientsWG  sync.WaitGroup
 
-	accepted, rejected, disconnects, slow atomic.Uint64
-	published, sent, dropped              atomic.Uint64
-	summarised, oversize                  atomic.Uint64
-	requests, badRequests                 atomic.Uint64
+	accepted, rejected, rejectedFull atomic.Uint64
+	disconnects, slow                atomic.Uint64
+	published, sent, dropped         atomic.Uint64
+	summarised, oversize             atomic.Uint64
+	requests, badRequests            atomic.Uint64
 }
 
 // NewSocket creates the socket (or takes an inherited listener) and starts
@@ -341,7 +356,7 @@ func (s *Socket) Stats() SocketStats {
 	n := len(s.clients)
 	s.mu.Unlock()
 	return SocketStats{
-		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(),
+		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), RejectedFull: s.rejectedFull.Load(),
 		Disconnects: s.disconnects.Load(), SlowDisconnects: s.slow.Load(),
 		Published: s.published.Load(), Sent: s.sent.Load(), Dropped: s.dropped.Load(),
 		Summarised: s.summarised.Load(), Oversize: s.oversize.Load(),
@@ -476,6 +491,7 @@ func (s *Socket) admit(conn *net.UnixConn) {
 	}
 	if len(s.clients) >= s.opts.MaxClients {
 		s.mu.Unlock()
+		s.rejectedFull.Add(1)
 		s.reject(conn, peer, fmt.Errorf("%w (%d connected); close another client or raise max_clients", ErrTooManyClients, s.opts.MaxClients))
 		return
 	}
@@ -484,6 +500,8 @@ func (s *Socket) admit(conn *net.UnixConn) {
 		s: s, id: s.nextID, conn: conn, peer: peer, enc: s.opts.Encoding,
 		q: make([]entry, s.opts.QueueLen), wake: make(chan struct{}, 1), killed: make(chan struct{}),
 	}
+	c.raw, _ = conn.SyscallConn()
+	c.readOutq = c.getOutq
 	s.clients = append(s.clients, c)
 	s.clientsWG.Add(2)
 	s.mu.Unlock()
@@ -576,7 +594,10 @@ type client struct {
 
 	sent, dropped atomic.Uint64
 	wbuf          []byte // the writer's
-	err           error  // why the client was disconnected; guarded by mu
+	raw           syscall.RawConn
+	readOutq      func(uintptr) // getOutq, bound once
+	outq          int           // the writer's: set by readOutq
+	err           error         // why the client was disconnected; guarded by mu
 }
 
 func (c *client) wants(r *Record) bool {
@@ -723,14 +744,9 @@ func (c *client) writeLoop() {
 			c.s.release(ent.e)
 			records++
 		}
-		deadline := time.Now().Add(c.s.opts.WriteTimeout)
-		if by := c.s.flushBy.Load(); by != 0 && by < deadline.UnixNano() {
-			deadline = time.Unix(0, by)
-		}
-		c.conn.SetWriteDeadline(deadline)
-		if _, err := c.conn.Write(c.wbuf); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && c.s.flushBy.Load() == 0 {
-				c.setErr(fmt.Errorf("%w: accepted no data for %v", ErrSlowClient, c.s.opts.WriteTimeout))
+		if err := c.write(c.wbuf); err != nil {
+			if errors.Is(err, ErrSlowClient) {
+				c.setErr(err)
 				c.s.slow.Add(1)
 			}
 			return
@@ -740,6 +756,87 @@ func (c *client) writeLoop() {
 		if cap(c.wbuf) > 4*batchBytes {
 			c.wbuf = nil // one huge record: do not keep its buffer per client
 		}
+	}
+}
+
+// write writes b to the client. It fails with ErrSlowClient only when the
+// client accepted nothing for WriteTimeout. Progress is any byte written,
+// or the peer reading some of what already waits in the socket: a writer
+// blocked on a full Unix socket is woken only once the peer has emptied
+// most of it, which a steady reader slower than the stream may take far
+// longer than WriteTimeout to do, so while blocked the writer looks every
+// quarter of WriteTimeout at how much the peer has not read (SIOCOUTQ).
+// The kernel counts that per write call, so b goes out in chunks of
+// writeChunk. During the closing flush it also stops at the flush
+// deadline.
+func (c *client) write(b []byte) error {
+	wt := c.s.opts.WriteTimeout
+	last := time.Now() // the last sign that the client accepts data
+	unread := -1       // SIOCOUTQ when last looked, -1: look again
+	first := true      // the first wait is short, to see where the peer stands
+	for len(b) > 0 {
+		now := time.Now()
+		deadline := earliest(last.Add(wt), now.Add(wt/4))
+		if unread < 0 && first {
+			deadline = earliest(deadline, now.Add(wt/64))
+		}
+		if by := c.s.flushBy.Load(); by != 0 && by < deadline.UnixNano() {
+			deadline = time.Unix(0, by)
+		}
+		c.conn.SetWriteDeadline(deadline)
+		chunk := b
+		if q := c.unsent(); q < 0 || q >= bigWriteBelow {
+			chunk = b[:min(len(b), writeChunk)]
+		}
+		n, err := c.conn.Write(chunk)
+		b = b[n:]
+		if n > 0 {
+			last, unread, first = time.Now(), -1, true
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		now = time.Now()
+		if by := c.s.flushBy.Load(); by != 0 && now.UnixNano() >= by {
+			return err // closing: the flush budget is spent
+		}
+		q := c.unsent()
+		if n == 0 && unread >= 0 && q >= 0 && q < unread {
+			last = now // the peer read something
+		}
+		unread, first = q, false
+		if now.Sub(last) >= wt {
+			return fmt.Errorf("%w: accepted no data for %v", ErrSlowClient, wt)
+		}
+	}
+	return nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// unsent returns how much of what was written to the client the peer has
+// not read yet (SIOCOUTQ; for a Unix socket, in kernel buffer units), or
+// -1 when it cannot be told. Only the writer calls it; it allocates
+// nothing.
+func (c *client) unsent() int {
+	c.outq = -1
+	if c.raw != nil {
+		c.raw.Control(c.readOutq)
+	}
+	return c.outq
+}
+
+func (c *client) getOutq(fd uintptr) {
+	if v, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
+		c.outq = v
 	}
 }
 
@@ -769,9 +866,11 @@ func (c *client) finish() {
 }
 
 // readLoop reads request lines with a fixed buffer: input can never grow
-// memory. It stops at EOF (the client may keep reading records), on a line
-// longer than MaxRequestLine (error record, then disconnect), or after
-// maxBadRequests refused lines.
+// memory. It stops on a line longer than MaxRequestLine (error record, then
+// disconnect), after maxBadRequests refused lines, or when the peer hangs
+// up (then it disconnects the client, whether or not records flow to it).
+// At EOF alone the client may still read records, so it waits for the
+// hang-up.
 func (c *client) readLoop() {
 	defer c.s.clientsWG.Done()
 	var buf [MaxRequestLine]byte
@@ -798,9 +897,40 @@ func (c *client) readLoop() {
 			return
 		}
 		if err != nil {
-			return // EOF: the client only reads; anything else: the writer sees it too
+			if errors.Is(err, io.EOF) {
+				// The peer shut down its sending side; it may still read
+				// (a half-close). Wait until it is gone altogether.
+				c.waitHangup()
+			}
+			// Hung up, reset, or closed by the sink. Disconnect now: a
+			// client that receives nothing (subscribed to no pipeline)
+			// would never reach the writer's error, and would hold its
+			// place under max_clients for good.
+			c.kill()
+			return
 		}
 	}
+}
+
+// waitHangup returns once the peer has closed its end of the connection
+// (POLLHUP: both directions are shut down) or the connection is closed
+// here. It is called after reading EOF, so the socket stays readable; the
+// poller wakes it on every change of the socket's state.
+func (c *client) waitHangup() {
+	rc, err := c.conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		for {
+			_, err := unix.Poll(pfd, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			return err != nil || pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+		}
+	})
 }
 
 // setErr records the first reason the client is disconnected.

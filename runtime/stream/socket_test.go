@@ -406,7 +406,7 @@ func TestSocketMaxClients(t *testing.T) {
 	if e := ev.wait(t, ClientRejected); !errors.Is(e.Err, ErrTooManyClients) {
 		t.Fatalf("event %+v", e)
 	}
-	if st := s.Stats(); st.Rejected != 1 || st.Clients != 2 {
+	if st := s.Stats(); st.Rejected != 1 || st.RejectedFull != 1 || st.Clients != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -994,4 +994,180 @@ func selfCommand(bin string, args ...string) *exec.Cmd {
 		return exec.Command(w, append([]string{bin}, args...)...)
 	}
 	return exec.Command(bin, args...)
+}
+
+// Clients that receive nothing (subscribed to no pipeline, or to one that
+// does not exist) and hang up are disconnected at once, although no write
+// ever fails for them; otherwise a few one-line connections would hold
+// every place under MaxClients. A client that only shuts down its sending
+// side keeps reading and is kept until it closes.
+func TestSocketReapsClientsThatReceiveNothing(t *testing.T) {
+	const max = 3
+	s, ev := newSocket(t, SocketOptions{MaxClients: max})
+	hangups := []struct {
+		name string
+		send string
+	}{
+		{"subscribe to none", `{"subscribe":{"pipelines":[]}}` + "\n"},
+		{"subscribe to an unknown pipeline", `{"subscribe":{"pipelines":["nope"]}}` + "\n"},
+		{"reload request", `{"reload":"engines"}` + "\n"},
+		{"half a request", `{"subscribe":`},
+		{"nothing", ""},
+	}
+	for round := range 4 {
+		for _, h := range hangups {
+			conn, err := net.Dial("unix", s.Path())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(conn, h.send); err != nil {
+				t.Fatal(err)
+			}
+			ev.wait(t, ClientConnected)
+			if round%2 == 1 {
+				time.Sleep(20 * time.Millisecond) // the reply is queued, unread: the close resets
+			}
+			conn.Close()
+			if e := ev.wait(t, ClientDisconnected); e.Err != nil {
+				t.Fatalf("%s: disconnected with %v, want a plain hang-up", h.name, e.Err)
+			}
+		}
+	}
+	if st := s.Stats(); st.Clients != 0 || st.Rejected != 0 || st.Disconnects != uint64(4*len(hangups)) {
+		t.Fatalf("stats %+v: want every client gone and none refused", st)
+	}
+
+	// A half-closed client still gets records, then goes when it closes.
+	half, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.Path(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close()
+	ev.wait(t, ClientConnected)
+	if err := half.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the sink has read the EOF
+	s.Publish(result("p", 1))
+	dec := NewDecoder(half, DecoderOptions{})
+	var m Message
+	half.SetReadDeadline(time.Now().Add(waitTimeout))
+	if err := dec.Next(&m); err != nil || m.Rec.FrameSeq != 1 {
+		t.Fatalf("half-closed client: %v %+v", err, m.Rec)
+	}
+	if st := s.Stats(); st.Clients != 1 {
+		t.Fatalf("half-closed client dropped: %+v", st)
+	}
+	half.Close()
+	ev.wait(t, ClientDisconnected)
+	if st := s.Stats(); st.Clients != 0 {
+		t.Fatalf("after close: %+v", st)
+	}
+}
+
+// slowReader reads at most n bytes per period: a client that keeps
+// reading, slower than the stream.
+type slowReader struct {
+	r      io.Reader
+	n      int
+	period time.Duration
+}
+
+func (s slowReader) Read(b []byte) (int, error) {
+	time.Sleep(s.period)
+	return s.r.Read(b[:min(len(b), s.n)])
+}
+
+// A client that reads steadily but slower than the stream loses its
+// oldest records (seq gaps) and stays connected: it is not "a client that
+// accepted no data for WriteTimeout". The writer used to block on the full
+// socket until the reader had emptied most of it, far longer than
+// WriteTimeout, and cut it off with ErrSlowClient. A client that reads
+// nothing is still cut off.
+func TestSocketSteadySlowReaderStays(t *testing.T) {
+	const wt = 400 * time.Millisecond
+	s, ev := newSocket(t, SocketOptions{QueueLen: 64, WriteTimeout: wt})
+	stuck, err := net.Dial("unix", s.Path()) // never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	stuckID := ev.wait(t, ClientConnected).ID
+	conn, err := net.Dial("unix", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ev.wait(t, ClientConnected)
+
+	// About 1 KiB per record, 500 records/s; the reader takes 1 KiB per
+	// 10 ms at most, a fifth of that, and reads for 3 s (7.5 write
+	// timeouts).
+	rec := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "raw", Kind: OutputRaw, Shape: []int64{128}, Data: make([]float32, 128)}}}
+	for i := range rec.Outputs[0].Data {
+		rec.Outputs[0].Data[i] = float32(i) * 1.125
+	}
+	stop := make(chan struct{})
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := uint64(1); ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			rec.FrameSeq = i
+			s.Publish(rec)
+		}
+	}()
+	dec := NewDecoder(slowReader{conn, 1 << 10, 10 * time.Millisecond}, DecoderOptions{FromStart: true})
+	var m Message
+	records, last := 0, uint64(0)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		conn.SetReadDeadline(time.Now().Add(waitTimeout))
+		if err := dec.Next(&m); err != nil {
+			close(stop)
+			<-published
+			t.Fatalf("slow reader cut off after %d records (last frame %d): %v; events: %v", records, last, err, drainEvents(ev))
+		}
+		if m.Rec.Type == "error" {
+			t.Fatalf("slow reader got an error record: %s", m.Rec.Error)
+		}
+		records++
+		last = m.Rec.FrameSeq
+	}
+	close(stop)
+	<-published
+	if st := dec.Stats(); st.Missed == 0 {
+		t.Errorf("the slow reader lost no records (%+v): it was not slower than the stream", st)
+	}
+	var gone []ClientEvent
+	for _, e := range drainEvents(ev) {
+		if e.Kind == ClientDisconnected {
+			gone = append(gone, e)
+		}
+	}
+	if len(gone) != 1 || gone[0].ID != stuckID || !errors.Is(gone[0].Err, ErrSlowClient) {
+		t.Fatalf("disconnects %+v: want only the client that reads nothing (id %d), with ErrSlowClient", gone, stuckID)
+	}
+	if st := s.Stats(); st.SlowDisconnects != 1 || st.Clients != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	t.Logf("slow reader: %d records in 3 s, decoder %+v", records, dec.Stats())
+}
+
+// drainEvents returns the events received so far.
+func drainEvents(ev *events) []ClientEvent {
+	var out []ClientEvent
+	for {
+		select {
+		case e := <-ev.ch:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }
