@@ -336,6 +336,11 @@ func (c *Config) checkSource(k *checker, i int) {
 func (c *Config) checkModel(k *checker, i int) {
 	m := &c.Models[i]
 	at := func(key string) string { return fmt.Sprintf("model[%d].%s", i, key) }
+	if m.Name != "" && !strings.ContainsAny(m.Name, " \t\n\"\\") { // else unique said so
+		if err := checkModelName(m.Name); err != nil {
+			k.add(at("name"), "%v", err)
+		}
+	}
 	k.oneOf(at("backend"), m.Backend, "auto", "onnx", "tensorrt")
 	if m.Threads < 0 {
 		k.add(at("threads"), "must not be negative")
