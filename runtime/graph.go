@@ -335,10 +335,10 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	if lg == nil {
 		return cause
 	}
-	data, sum, err := lg.load(m.cfg.Name)
+	data, sum, err := lg.load(m.cfg.Name, m.path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("cannot read the kept copy of the last good model", "model", m.cfg.Name, "err", err)
+			d.log.Warn("cannot use the kept copy of the last good model", "model", m.cfg.Name, "err", err)
 		}
 		return cause
 	}
