@@ -253,7 +253,9 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood) error {
 		}
 		r.Close()
 		m.watch = nil
-		return m.fallBack(ctx, d, lg, fmt.Errorf("%w: %w", ErrConfig, err), newReloader)
+		// Not ErrConfig: the file exists (CheckFiles) and its content is
+		// unusable now (torn, still being written); exit 1 lets Restart= retry.
+		return m.fallBack(ctx, d, lg, err, newReloader)
 	}
 	if lg != nil {
 		lg.keep(m.cfg.Name, m.path, m.targets[0].hot.Current().SHA256)
