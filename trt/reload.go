@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,11 +60,12 @@ type ReloaderOptions struct {
 	Poll time.Duration
 	// WarmupTimeout bounds the warm-up inference; 0 means 60 s.
 	WarmupTimeout time.Duration
-	// MaxBytes bounds the model file size; 0 means 4 GiB.
+	// MaxBytes bounds the model file size: a larger file is rejected
+	// (ErrTooLarge) without being read. 0 means DefaultMaxBytes.
 	MaxBytes int64
-	// Budget is asked before each staging; nil means
-	// MemInfoBudget{}.Check (system memory, right for Jetson and CPU
-	// backends).
+	// Budget is asked with the file size before the file is read and
+	// again before each staging; nil means MemInfoBudget{}.Check (system
+	// memory, right for Jetson and CPU backends).
 	Budget Budget
 	// Gate bounds concurrent stagings; nil means the process-wide gate of
 	// one, shared by every Reloader.
@@ -80,8 +82,30 @@ const (
 	DefaultRescan        = 30 * time.Second
 	DefaultPoll          = 2 * time.Second
 	DefaultWarmupTimeout = 60 * time.Second
-	DefaultMaxBytes      = 4 << 30
+	// DefaultMaxBytes is the default ceiling of a model file: 1 GiB.
+	// The largest engines that run on a Jetson are a few hundred MiB
+	// (YOLOv8x FP32: about 270 MiB as ONNX or as a TensorRT plan), and a
+	// reload of a 1 GiB file needs about 3 GiB at its peak (the bytes
+	// read, plus twice that for staging, see MemInfoBudget), which an
+	// 8 GiB Jetson can still give while serving; the memory budget
+	// refuses it first on smaller ones.
+	DefaultMaxBytes = 1 << 30
 )
+
+// giveBackBytes is the size of a read after which the memory is handed
+// back to the system at once.
+const giveBackBytes = 16 << 20
+
+// giveBack returns the memory of a read of n bytes to the system when n is
+// large. Call it once the bytes are no longer referenced. Without it Go
+// keeps the pages: after one large allocation the next garbage collection
+// is due only when the heap doubles again, which can be minutes away, and
+// on a Jetson those pages are the GPU's memory too.
+func giveBack(n int) {
+	if n >= giveBackBytes {
+		debug.FreeOSMemory()
+	}
+}
 
 // checkKind orders why a check runs; a stronger reason wins when several
 // are pending.
@@ -99,6 +123,11 @@ type target struct {
 	bad         [32]byte
 	quarantined bool
 }
+
+// preRejected reports whether err is a rejection made before the file was
+// read whole (readModel: too large, over the memory budget, refused by the
+// backend's Sniffer), as opposed to an I/O error.
+func preRejected(err error) bool { return RejectReason(err) != ReasonOther }
 
 // Reloader keeps the engines of one model file's targets in step with the
 // file. Load installs the first engines; Start watches the file's folder
@@ -145,6 +174,7 @@ type Reloader struct {
 	extraDir   string
 	polling    bool
 	last       fileKey
+	preBad     fileKey // rejected before it was read whole; quarantined
 	missingNow bool
 	unreadable string
 	retry      bool
@@ -240,6 +270,13 @@ func (r *Reloader) Want(i int) Signature {
 func (r *Reloader) Load(ctx context.Context) error {
 	r.txMu.Lock()
 	defer r.txMu.Unlock()
+	n, err := r.load(ctx)
+	giveBack(n) // the bytes read are not referenced any more
+	return err
+}
+
+// load is Load; n is the number of bytes it read.
+func (r *Reloader) load(ctx context.Context) (n int, _ error) {
 	var (
 		data []byte
 		key  fileKey
@@ -248,24 +285,27 @@ func (r *Reloader) Load(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		key, err = statFile(r.path)
 		if err == nil {
-			data, key, err = readFile(r.path, r.opts.MaxBytes, key)
+			data, key, err = r.readModel(key)
 		}
 		if !errors.Is(err, errUnstable) || attempt == 4 {
 			break
 		}
 		if !sleepCtx(ctx, r.opts.Settle) {
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 	}
 	r.updateLink()
+	n = len(data)
 	switch {
 	case err == nil:
 	case missing(err):
-		return fmt.Errorf("trt: model %s: %s does not exist (%w); check the model path", r.model, r.opts.Path, err)
+		return n, fmt.Errorf("trt: model %s: %s does not exist (%w); check the model path", r.model, r.opts.Path, err)
 	case errors.Is(err, errUnstable):
-		return fmt.Errorf("trt: model %s: %s kept changing while being read; write it under a temporary name and rename it into place: %w", r.model, r.opts.Path, err)
+		return n, fmt.Errorf("trt: model %s: %s kept changing while being read; write it under a temporary name and rename it into place: %w", r.model, r.opts.Path, err)
+	case preRejected(err):
+		return n, fmt.Errorf("trt: model %s: %s rejected: %w", r.model, r.opts.Path, err)
 	default:
-		return fmt.Errorf("trt: model %s: cannot read %s: %w", r.model, r.opts.Path, err)
+		return n, fmt.Errorf("trt: model %s: cannot read %s: %w", r.model, r.opts.Path, err)
 	}
 	sha := sha256.Sum256(data)
 	for _, t := range r.targets {
@@ -274,14 +314,14 @@ func (r *Reloader) Load(ctx context.Context) error {
 		}
 		if _, err := r.apply(ctx, t, data, sha); err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return n, ctx.Err()
 			}
-			return fmt.Errorf("trt: model %s: %s (sha256 %s) rejected for %s: %w", r.model, r.opts.Path, hex.EncodeToString(sha[:6]), t.label(), err)
+			return n, fmt.Errorf("trt: model %s: %s (sha256 %s) rejected for %s: %w", r.model, r.opts.Path, hex.EncodeToString(sha[:6]), t.label(), err)
 		}
 	}
 	r.last = key
 	r.missingNow = false
-	return nil
+	return n, nil
 }
 
 func (t *target) label() string {
@@ -458,45 +498,94 @@ func (r *Reloader) check(ctx context.Context, kind checkKind) (again bool) {
 	if r.checkHook != nil {
 		defer r.checkHook(start)
 	}
+	again, n := r.checkOnce(ctx, kind, start)
+	giveBack(n) // the bytes read are not referenced any more
+	return again
+}
+
+// checkOnce is check; n is the number of bytes it read.
+func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Time) (again bool, n int) {
 	r.ensureWatch()
 	r.count(func(s *ReloadStats) { s.Checks++ })
 	key, err := statFile(r.path)
 	r.updateLink()
 	if err != nil {
 		r.statFailed(err, start)
-		return false
+		return false, 0
 	}
 	if kind == kindRescan && !r.retry && !r.missingNow && r.unreadable == "" && key.same(r.last) {
-		return false
+		return false, 0
 	}
 	seq := r.kickSeq.Load()
 	if !sleepCtx(ctx, r.opts.Settle) {
-		return false
+		return false, 0
 	}
 	if r.kickSeq.Load() != seq {
 		r.count(func(s *ReloadStats) { s.Unstable++ })
-		return true
+		return true, 0
 	}
-	data, key, err := readFile(r.path, r.opts.MaxBytes, key)
+	data, key, err := r.readModel(key)
+	n = len(data)
 	if errors.Is(err, errUnstable) {
 		r.count(func(s *ReloadStats) { s.Unstable++ })
-		return true
+		return true, n
 	}
-	if err != nil {
+	if err != nil && !preRejected(err) {
 		r.statFailed(err, start)
-		return false
+		return false, n
 	}
 	r.last, r.unreadable, r.retry = key, "", false
 	wasMissing := r.missingNow
 	r.missingNow = false
+	if err != nil {
+		r.rejectUnread(key, data, err, kind, wasMissing, start)
+		return false, n
+	}
 	sha := sha256.Sum256(data)
 	for _, t := range r.targets {
 		if ctx.Err() != nil {
-			return false
+			return false, n
 		}
 		r.transact(ctx, t, data, sha, kind, wasMissing, start)
 	}
-	return false
+	return false, n
+}
+
+// rejectUnread reports a file rejected before it was read whole (err from
+// readModel; data is the whole file when it fitted in the bytes sniffed,
+// else nil). Content rejected this way is quarantined like staged
+// content, by hash when it was read whole and by stat otherwise; memory
+// refusals are retried at the next rescan instead.
+func (r *Reloader) rejectUnread(key fileKey, data []byte, err error, kind checkKind, wasMissing bool, start time.Time) {
+	var sha [32]byte
+	if data != nil {
+		sha = sha256.Sum256(data)
+	}
+	recheck := kind == kindManual || wasMissing
+	switch {
+	case transient(err):
+		r.retry = true
+	case data == nil && key.same(r.preBad) && !recheck:
+		r.count(func(s *ReloadStats) { s.Quarantined++ })
+		return
+	case data == nil:
+		r.preBad = key
+	}
+	for _, t := range r.targets {
+		if data != nil && !transient(err) {
+			if t.quarantined && t.bad == sha && !recheck {
+				r.count(func(s *ReloadStats) { s.Quarantined++ })
+				continue
+			}
+			t.bad, t.quarantined = sha, true
+		}
+		reason := RejectReason(err)
+		r.count(func(s *ReloadStats) {
+			s.Rejected++
+			s.RejectedBy[reason]++
+		})
+		r.emitFor(t, OutcomeRejected, sha, err, start)
+	}
 }
 
 // statFailed reports a missing or unreadable file once per change of state.
@@ -527,7 +616,7 @@ func (r *Reloader) emitFor(t *target, o Outcome, sha [32]byte, reason error, sta
 	ev := ReloadEvent{Target: t.Name, Outcome: o, SHA256: sha, Reason: reason, Duration: time.Since(start)}
 	if cur := t.Hot.Current(); cur != nil {
 		ev.Generation = cur.Number
-		if sha == ([32]byte{}) {
+		if sha == ([32]byte{}) && o != OutcomeRejected { // a rejected file that was not read has no hash
 			ev.SHA256 = cur.SHA256
 		}
 	}

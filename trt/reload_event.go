@@ -16,7 +16,9 @@ const (
 	OutcomeReloaded Outcome = iota + 1
 	// OutcomeRejected: the new content failed validation; the old engine
 	// keeps serving. Reason wraps ErrEngineInvalid, ErrVersion,
-	// ErrSignature, ErrWarmup, ErrMemory or ErrBackend.
+	// ErrSignature, ErrWarmup, ErrMemory, ErrTooLarge or ErrBackend.
+	// SHA256 is zero when the file was rejected before it was read
+	// (too large, over the memory budget, refused from its first bytes).
 	OutcomeRejected
 	// OutcomeUnchanged: the file holds the content already serving
 	// (reported after a manual Trigger and when a missing file comes
@@ -26,7 +28,7 @@ const (
 	// serving and the file is loaded again when it reappears.
 	OutcomeMissing
 	// OutcomeUnreadable: the file exists but cannot be read (permissions,
-	// not a regular file, too large, I/O error).
+	// not a regular file, I/O error).
 	OutcomeUnreadable
 	// OutcomePolling: file events are unavailable (inotify limits, the
 	// folder is missing); changes are found by polling instead.
@@ -92,6 +94,7 @@ const (
 	ReasonSignature = "signature"
 	ReasonWarmup    = "warmup"
 	ReasonMemory    = "memory"
+	ReasonTooLarge  = "too_large"
 	ReasonBackend   = "backend"
 	ReasonOther     = "other"
 )
@@ -110,6 +113,8 @@ func RejectReason(err error) string {
 		return ReasonVersion
 	case errors.Is(err, ErrMemory):
 		return ReasonMemory
+	case errors.Is(err, ErrTooLarge):
+		return ReasonTooLarge
 	case errors.Is(err, ErrBackend):
 		return ReasonBackend
 	case errors.Is(err, ErrEngineInvalid):
