@@ -82,8 +82,13 @@ type lastGoodHeader struct {
 	SHA256 string `json:"sha256"`
 }
 
-func newLastGood(dir string, log *slog.Logger) *lastGood {
-	return &lastGood{dir: filepath.Join(dir, "last-good"), log: log, maxBytes: trt.DefaultMaxBytes, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
+// newLastGood keeps copies in dir/last-good of model files up to maxBytes
+// (daemon.max_model_bytes; 0 means trt.DefaultMaxBytes).
+func newLastGood(dir string, log *slog.Logger, maxBytes int64) *lastGood {
+	if maxBytes <= 0 {
+		maxBytes = trt.DefaultMaxBytes
+	}
+	return &lastGood{dir: filepath.Join(dir, "last-good"), log: log, maxBytes: maxBytes, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
 }
 
 // run writes copies until ctx is done.

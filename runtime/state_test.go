@@ -258,7 +258,7 @@ func TestLastGoodCopyChecks(t *testing.T) {
 	if err := os.WriteFile(model, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l := newLastGood(filepath.Join(dir, "state"), nil)
+	l := newLastGood(filepath.Join(dir, "state"), nil, 0)
 	sum := sha256.Sum256(content)
 	if wrote, err := l.save(context.Background(), saveJob{model: "m", path: model, sha: sum}); !wrote || err != nil {
 		t.Fatalf("save: wrote %v, %v", wrote, err)
