@@ -59,6 +59,10 @@ func TestLastGoodSurvivesTornModelFile(t *testing.T) {
 	if err := os.WriteFile(model, v5[:300], 0o644); err != nil {
 		t.Fatal(err)
 	}
+	cut := time.Now().Add(-time.Hour) // the power cut was before this start
+	if err := os.Chtimes(model, cut, cut); err != nil {
+		t.Fatal(err)
+	}
 	sink = newRecordingSink()
 	stop = run(sink)
 	defer stop()

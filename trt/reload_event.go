@@ -35,9 +35,15 @@ const (
 	OutcomePolling
 	// OutcomeWatching: file events work again after OutcomePolling.
 	OutcomeWatching
+	// OutcomeIncomplete: the content read was refused, but the file had
+	// been modified in place just before and changed again within
+	// ReloaderOptions.Grace: an in-place writer was still writing it
+	// (Reason says "incomplete?" when it grew). Not a rejection: nothing
+	// is quarantined, and the new content is checked.
+	OutcomeIncomplete
 )
 
-var outcomeNames = [...]string{"", "reloaded", "rejected", "unchanged", "missing", "unreadable", "polling", "watching"}
+var outcomeNames = [...]string{"", "reloaded", "rejected", "unchanged", "missing", "unreadable", "polling", "watching", "incomplete"}
 
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
@@ -139,6 +145,7 @@ type ReloadStats struct {
 	Quarantined uint64 // checks skipped because the content was rejected before
 	Missing     uint64 // times the file went missing
 	Unstable    uint64 // checks put off because the file was still changing
+	Incomplete  uint64 // refusals dropped because the file, written in place, changed within the grace
 	Rescans     uint64 // full rescans forced by ErrEventOverflow or watcher errors
 	WatchErrors uint64 // errors from the file watcher, overflows included
 	Polling     bool   // file events unavailable right now

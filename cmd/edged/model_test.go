@@ -189,3 +189,73 @@ func TestModelFileMemoryBounded(t *testing.T) {
 		t.Errorf("exit status %d", code)
 	}
 }
+
+// TestSlowInPlaceWriter (issue 10, finding 3) runs the real binary and
+// rewrites its model in place the way cp over a slow link does: half the
+// file, a 3 s stall, the rest. edged must not reject the half file: the
+// log says it was incomplete, and the next status record is
+// engine_reloaded with the finished file.
+func TestSlowInPlaceWriter(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "demo.onnx")
+	v0, err := demomodel.Variant(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renameIn(t, model, v0, int64(len(v0)))
+	cfg, sock := testConfig(t, dir, `path = "builtin:demo" `, `path = "`+model+`" `)
+	d := start(t, lib, cfg, sock, "STATE_DIRECTORY=")
+	waitLog(t, d, "engine loaded")
+	c, err := stream.Dial(context.Background(), sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	timer := time.AfterFunc(time.Minute, func() { c.Close() })
+	defer timer.Stop()
+	var m stream.Message
+	if err := c.Next(&m); err != nil {
+		t.Fatal(err)
+	}
+
+	v3, err := demomodel.Variant(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(model, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(v3[:len(v3)/2]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the stimulus: a stalled writer
+	if _, err := f.Write(v3[len(v3)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for {
+		if err := c.Next(&m); err != nil {
+			t.Fatalf("waiting for engine_reloaded: %v", err)
+		}
+		if m.Rec.Type != "status" {
+			continue
+		}
+		if m.Rec.Event == "engine_reloaded" {
+			if m.Rec.Engine.Generation != 2 {
+				t.Errorf("engine_reloaded with generation %d, want 2", m.Rec.Engine.Generation)
+			}
+			break
+		}
+		if m.Rec.Event == "engine_rejected" {
+			t.Fatalf("the half-written file was rejected: %s", m.Rec.Reason)
+		}
+	}
+	if !strings.Contains(d.stderr.String(), "incomplete?") {
+		t.Errorf("the log does not say the file read was incomplete:\n%s", d.stderr.String())
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit status %d", code)
+	}
+}
