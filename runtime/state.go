@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,6 +184,15 @@ func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) 
 	}
 	head := len(lastGoodMagic) + len(line) + 1
 	buf := make([]byte, head+int(hdr.Size))
+	defer func() {
+		// Hand a large read back to the system now rather than at a
+		// garbage collection minutes away (on a Jetson it is GPU memory).
+		large := len(buf) >= 16<<20
+		buf = nil
+		if large {
+			debug.FreeOSMemory()
+		}
+	}()
 	copy(buf, lastGoodMagic)
 	copy(buf[len(lastGoodMagic):], line)
 	buf[head-1] = '\n'
