@@ -63,3 +63,42 @@ path = "` + filepath.Join(dir, "s.sock") + `"
 		}
 	}
 }
+
+// TestMaxModelBytes: daemon.max_model_bytes defaults to 1 GiB and must be
+// at least 1 MiB (a value in MiB written as bytes would refuse every model).
+func TestMaxModelBytes(t *testing.T) {
+	base := `[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+[[model]]
+name = "demo"
+path = "builtin:demo"
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "demo"
+sinks = ["s"]
+[[sink]]
+name = "s"
+kind = "socket"
+`
+	cfg, err := Parse("edged.toml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Daemon.MaxModelBytes != 1<<30 {
+		t.Errorf("default max_model_bytes %d, want 1 GiB", cfg.Daemon.MaxModelBytes)
+	}
+	cfg, err = Parse("edged.toml", []byte("[daemon]\nmax_model_bytes = 268_435_456\n"+base))
+	if err != nil || cfg.Daemon.MaxModelBytes != 256<<20 {
+		t.Errorf("max_model_bytes = 256 MiB: %v, %v", cfg, err)
+	}
+	for _, v := range []string{"512", "-1"} {
+		_, err := Parse("edged.toml", []byte("[daemon]\nmax_model_bytes = "+v+"\n"+base))
+		if err == nil || !strings.HasPrefix(err.Error(), "edged.toml:2:1: daemon.max_model_bytes: must be at least 1048576") {
+			t.Errorf("max_model_bytes = %s: %v", v, err)
+		}
+	}
+}
