@@ -48,6 +48,7 @@ type DaemonConfig struct {
 	StopTimeout    Duration `toml:"stop_timeout"`
 	StallTimeout   Duration `toml:"stall_timeout"`
 	OnnxRuntimeLib string   `toml:"onnxruntime_lib"`
+	MaxModelBytes  int64    `toml:"max_model_bytes"`
 }
 
 // GPUConfig is the [gpu] table.

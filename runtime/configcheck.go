@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -31,6 +32,9 @@ const (
 	DefaultMaxFrameBytes = 1024
 	DefaultMaxValues     = 1024
 	DefaultMode          = "0660"
+	// DefaultMaxModelBytes is daemon.max_model_bytes: 1 GiB (the reasons
+	// are at trt.DefaultMaxBytes).
+	DefaultMaxModelBytes = trt.DefaultMaxBytes
 )
 
 func (c *Config) applyDefaults() {
@@ -42,6 +46,9 @@ func (c *Config) applyDefaults() {
 	}
 	if d.StallTimeout.Duration == 0 {
 		d.StallTimeout.Duration = DefaultStallTimeout
+	}
+	if d.MaxModelBytes == 0 {
+		d.MaxModelBytes = DefaultMaxModelBytes
 	}
 	def(&c.GPU.Memory, string(umem.StrategyAuto))
 	for i := range c.Sources {
@@ -238,6 +245,9 @@ func (c *Config) validate(idx *keyIndex) []Problem {
 	if d.StallTimeout.Duration < time.Second {
 		k.add("daemon.stall_timeout", "must be at least 1s (it is how long a pipeline may make no progress before the systemd watchdog pings stop)")
 	}
+	if d.MaxModelBytes < 1<<20 {
+		k.add("daemon.max_model_bytes", "must be at least 1048576 (1 MiB): it is the largest model file edged reads, in bytes")
+	}
 	if d.MetricsListen != "" && !strings.HasPrefix(d.MetricsListen, "unix:") && !strings.Contains(d.MetricsListen, ":") {
 		k.add("daemon.metrics_listen", "%q is neither host:port nor unix:/path", d.MetricsListen)
 	}
@@ -341,6 +351,11 @@ func (c *Config) checkSource(k *checker, i int) {
 func (c *Config) checkModel(k *checker, i int) {
 	m := &c.Models[i]
 	at := func(key string) string { return fmt.Sprintf("model[%d].%s", i, key) }
+	if m.Name != "" && !strings.ContainsAny(m.Name, " \t\n\"\\") { // else unique said so
+		if err := checkModelName(m.Name); err != nil {
+			k.add(at("name"), "%v", err)
+		}
+	}
 	k.oneOf(at("backend"), m.Backend, "auto", "onnx", "tensorrt")
 	if m.Threads < 0 {
 		k.add(at("threads"), "must not be negative")

@@ -50,6 +50,8 @@ type model struct {
 	backend trt.Backend
 	targets []*pipeline
 	watch   modelWatcher
+	// maxBytes is daemon.max_model_bytes.
+	maxBytes int64
 }
 
 // modelWatcher re-checks a model file (hot reload); nil when reload is off.
@@ -62,7 +64,7 @@ func (d *daemon) startGraph(parent context.Context, c *Config) (_ *graph, err er
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &graph{d: d, cfg: c, sensors: map[string]*sensorEntry{}, models: map[string]*model{}, cancel: cancel}
 	if dir := stateDir(c); dir != "" {
-		g.lastGood = newLastGood(dir, d.log)
+		g.lastGood = newLastGood(dir, d.log, c.Daemon.MaxModelBytes)
 		g.wg.Add(1)
 		go func() { defer g.wg.Done(); g.lastGood.run(ctx) }()
 	}
@@ -228,7 +230,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood) error {
 			}
 		}
 		r, err := trt.NewReloader(trt.ReloaderOptions{
-			Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets,
+			Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets, MaxBytes: m.maxBytes,
 			OnEvent: func(ev trt.ReloadEvent) {
 				d.onReload(ev)
 				if lg != nil && ev.Outcome == trt.OutcomeReloaded {
@@ -253,7 +255,9 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood) error {
 		}
 		r.Close()
 		m.watch = nil
-		return m.fallBack(ctx, d, lg, fmt.Errorf("%w: %w", ErrConfig, err), newReloader)
+		// Not ErrConfig: the file exists (CheckFiles) and its content is
+		// unusable now (torn, still being written); exit 1 lets Restart= retry.
+		return m.fallBack(ctx, d, lg, err, newReloader)
 	}
 	if lg != nil {
 		lg.keep(m.cfg.Name, m.path, m.targets[0].hot.Current().SHA256)
@@ -296,7 +300,7 @@ func (g *graph) model(name string) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
 	}
-	m := &model{cfg: mc, backend: be}
+	m := &model{cfg: mc, backend: be, maxBytes: g.cfg.Daemon.MaxModelBytes}
 	if _, builtin := mc.Builtin(); !builtin {
 		m.path = g.cfg.Resolve(mc.Path)
 	}
@@ -335,10 +339,10 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	if lg == nil {
 		return cause
 	}
-	data, sum, err := lg.load(m.cfg.Name)
+	data, sum, err := lg.load(m.cfg.Name, m.path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("cannot read the kept copy of the last good model", "model", m.cfg.Name, "err", err)
+			d.log.Warn("cannot use the kept copy of the last good model", "model", m.cfg.Name, "err", err)
 		}
 		return cause
 	}

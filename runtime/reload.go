@@ -30,6 +30,10 @@ func (d *daemon) onReload(ev trt.ReloadEvent) {
 	case trt.OutcomeUnchanged:
 		log.Debug("model file unchanged")
 		return
+	case trt.OutcomeIncomplete:
+		// Not a rejection: the file changed again within the grace period.
+		log.Info("model file was still being written in place; checking it again", "event", "engine_incomplete", "err", ev.Reason)
+		return
 	default:
 		return
 	}

@@ -1,20 +1,25 @@
 package runtime
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/edged-dev/edged/internal/atomicfile"
+	"github.com/edged-dev/edged/trt"
 )
 
 // stateDir resolves daemon.state_dir: the configured folder, else
@@ -32,15 +37,21 @@ func stateDir(c *Config) string {
 }
 
 // lastGood keeps, per model, a copy of the last model file that passed
-// validation, under <state_dir>/last-good/. If the configured file cannot be
-// used at start (a power cut in the middle of copying a new engine, a
-// deleted file), the daemon serves the copy instead of refusing to start,
-// and says so. Copies are written tmp+fsync+rename+dir fsync by one
+// validation, under <state_dir>/last-good/<model>.model. If the configured
+// file cannot be used at start (a power cut in the middle of copying a new
+// engine, a deleted file), the daemon serves the copy instead of refusing to
+// start, and says so. Copies are written tmp+fsync+rename+dir fsync by one
 // goroutine, so a power cut leaves the old copy or the new one, never a
 // torn file.
+//
+// A copy records the model and the model file it was made for, with its
+// size and SHA-256 (see lastGoodMagic); it is served only for that model
+// and that file, and only when its content still has that hash. A model
+// name that is not a plain file name (see checkModelName) gets no copy.
 type lastGood struct {
-	dir string
-	log *slog.Logger
+	dir      string
+	log      *slog.Logger
+	maxBytes int64 // the largest model file copied or served
 
 	mu      sync.Mutex
 	pending map[string]saveJob // model name -> newest job
@@ -58,8 +69,27 @@ type saveJob struct {
 	sha         [32]byte
 }
 
-func newLastGood(dir string, log *slog.Logger) *lastGood {
-	return &lastGood{dir: filepath.Join(dir, "last-good"), log: log, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
+// A copy is lastGoodMagic, one line of JSON (lastGoodHeader), then the
+// model file's bytes.
+const lastGoodMagic = "edged-last-good 1\n"
+
+// maxHeader bounds the JSON line of a copy (a model name and a path).
+const maxHeader = 16 << 10
+
+type lastGoodHeader struct {
+	Model  string `json:"model"`
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// newLastGood keeps copies in dir/last-good of model files up to maxBytes
+// (daemon.max_model_bytes; 0 means trt.DefaultMaxBytes).
+func newLastGood(dir string, log *slog.Logger, maxBytes int64) *lastGood {
+	if maxBytes <= 0 {
+		maxBytes = trt.DefaultMaxBytes
+	}
+	return &lastGood{dir: filepath.Join(dir, "last-good"), log: log, maxBytes: maxBytes, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
 }
 
 // run writes copies until ctx is done.
@@ -99,22 +129,81 @@ func (l *lastGood) keep(model, path string, sha [32]byte) {
 	}
 }
 
+// file is where the copy of model is kept, for messages; path checks it.
 func (l *lastGood) file(model string) string { return filepath.Join(l.dir, model+".model") }
+
+// path returns the copy's file for model, refusing a name that is not a
+// plain file name: the configuration check refuses such names too, this
+// is the second line of defence for a Config built in code.
+func (l *lastGood) path(model string) (string, error) {
+	if err := checkModelName(model); err != nil {
+		return "", fmt.Errorf("no last-good copy for this model: %w", err)
+	}
+	p := l.file(model)
+	if filepath.Dir(p) != filepath.Clean(l.dir) {
+		return "", fmt.Errorf("no last-good copy for model %q: %s is not in %s", model, p, l.dir)
+	}
+	return p, nil
+}
+
+// absPath is the model file's path as a copy records it.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
+}
 
 // save copies the job's file into the state folder; wrote is false when
 // there was nothing to do (the file changed again, or the copy is current).
 // What was kept before stays intact when it fails.
 func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) {
-	data, err := os.ReadFile(j.path)
+	dst, err := l.path(j.model)
 	if err != nil {
 		return false, err
 	}
-	if sha256.Sum256(data) != j.sha {
-		return false, nil // the file changed again; its own reload will save it
-	}
-	dst := l.file(j.model)
-	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+	hdr := lastGoodHeader{Model: j.model, Path: absPath(j.path), SHA256: hex.EncodeToString(j.sha[:])}
+	if l.current(dst, hdr) {
 		return false, nil
+	}
+	f, err := os.Open(j.path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if hdr.Size = st.Size(); hdr.Size > l.maxBytes {
+		return false, fmt.Errorf("%s is %d bytes, more than the %d-byte model file limit", j.path, hdr.Size, l.maxBytes)
+	}
+	line, err := json.Marshal(hdr)
+	if err != nil {
+		return false, err
+	}
+	head := len(lastGoodMagic) + len(line) + 1
+	buf := make([]byte, head+int(hdr.Size))
+	defer func() {
+		// Hand a large read back to the system now rather than at a
+		// garbage collection minutes away (on a Jetson it is GPU memory).
+		large := len(buf) >= 16<<20
+		buf = nil
+		if large {
+			debug.FreeOSMemory()
+		}
+	}()
+	copy(buf, lastGoodMagic)
+	copy(buf[len(lastGoodMagic):], line)
+	buf[head-1] = '\n'
+	if _, err := io.ReadFull(f, buf[head:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return false, nil // shorter than it was: the file changed again
+		}
+		return false, err
+	}
+	if sha256.Sum256(buf[head:]) != j.sha {
+		return false, nil // the file changed again; its own reload will save it
 	}
 	if failpoint(ctx, "state/write") {
 		return false, fmt.Errorf("write %s: %w (failpoint state/write)", dst, syscall.ENOSPC)
@@ -122,20 +211,93 @@ func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) 
 	if err := os.MkdirAll(l.dir, 0o750); err != nil {
 		return false, err
 	}
-	if err := atomicfile.Write(dst, data, 0o600); err != nil {
+	if err := atomicfile.Write(dst, buf, 0o600); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// load returns the kept copy of a model, or an error wrapping
-// os.ErrNotExist when there is none.
-func (l *lastGood) load(model string) ([]byte, [32]byte, error) {
-	data, err := os.ReadFile(l.file(model))
+// current reports whether the copy at p already holds want's model, file
+// and content (hashed as it streams by, not read into memory).
+func (l *lastGood) current(p string, want lastGoodHeader) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	h, _, err := readHeader(r, p)
+	if err != nil || h.Model != want.Model || h.Path != want.Path || h.SHA256 != want.SHA256 {
+		return false
+	}
+	sum := sha256.New()
+	n, err := io.Copy(sum, r)
+	return err == nil && n == h.Size && hex.EncodeToString(sum.Sum(nil)) == want.SHA256
+}
+
+// readHeader reads the magic and the header line; n is their length.
+func readHeader(r *bufio.Reader, p string) (h lastGoodHeader, n int, err error) {
+	magic := make([]byte, len(lastGoodMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != lastGoodMagic {
+		return h, 0, fmt.Errorf("%s is not a last-good copy written by this edged (no %q header; it is not served: a copy that does not say which model it holds could be another one)", p, strings.TrimSpace(lastGoodMagic))
+	}
+	var line []byte
+	for len(line) <= maxHeader {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return h, 0, fmt.Errorf("%s: header line: %w", p, err)
+		}
+	}
+	if len(line) > maxHeader {
+		return h, 0, fmt.Errorf("%s: header line longer than %d bytes", p, maxHeader)
+	}
+	if err := json.Unmarshal(line, &h); err != nil {
+		return h, 0, fmt.Errorf("%s: header line: %w", p, err)
+	}
+	return h, len(magic) + len(line), nil
+}
+
+// load returns the kept copy of the model file path of model, or an error
+// wrapping os.ErrNotExist when there is none. A copy made for another
+// model or another file, or whose content no longer has the recorded hash,
+// is refused.
+func (l *lastGood) load(model, path string) ([]byte, [32]byte, error) {
+	p, err := l.path(model)
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
-	return data, sha256.Sum256(data), nil
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 4096)
+	h, _, err := readHeader(r, p)
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	if h.Model != model || h.Path != absPath(path) {
+		return nil, [32]byte{}, fmt.Errorf("%s holds the last good version of model %q from %s, not of model %q from %s; it is not served", p, h.Model, h.Path, model, absPath(path))
+	}
+	if h.Size < 0 || h.Size > l.maxBytes {
+		return nil, [32]byte{}, fmt.Errorf("%s: the copy is %d bytes, more than the %d-byte model file limit", p, h.Size, l.maxBytes)
+	}
+	data := make([]byte, h.Size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, [32]byte{}, fmt.Errorf("%s: the copy is shorter than the %d bytes its header records: %w", p, h.Size, err)
+	}
+	if n, _ := r.Read(make([]byte, 1)); n > 0 {
+		return nil, [32]byte{}, fmt.Errorf("%s: the copy is longer than the %d bytes its header records", p, h.Size)
+	}
+	sum := sha256.Sum256(data)
+	if hex.EncodeToString(sum[:]) != h.SHA256 {
+		return nil, [32]byte{}, fmt.Errorf("%s: the copy's content does not have the SHA-256 its header records (%.12s…); it is not served", p, h.SHA256)
+	}
+	return data, sum, nil
 }
 
 func shaPrefix(sum [32]byte) string { return hex.EncodeToString(sum[:6]) }

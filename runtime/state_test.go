@@ -1,7 +1,10 @@
 package runtime
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +42,7 @@ func TestLastGoodSurvivesTornModelFile(t *testing.T) {
 	kept := filepath.Join(state, "last-good", "demo.model")
 	keptIs := func(v int) func() bool {
 		want := variant(t, v)
-		return func() bool { b, err := os.ReadFile(kept); return err == nil && bytes.Equal(b, want) }
+		return func() bool { return bytes.Equal(keptContent(kept), want) }
 	}
 
 	sink := newRecordingSink()
@@ -54,6 +57,10 @@ func TestLastGoodSurvivesTornModelFile(t *testing.T) {
 	// Power cut in the middle of an in-place copy of a new model.
 	v5 := variant(t, 5)
 	if err := os.WriteFile(model, v5[:300], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now().Add(-time.Hour) // the power cut was before this start
+	if err := os.Chtimes(model, cut, cut); err != nil {
 		t.Fatal(err)
 	}
 	sink = newRecordingSink()
@@ -73,6 +80,19 @@ func TestLastGoodSurvivesTornModelFile(t *testing.T) {
 	writeAtomic(t, model, v5)
 	waitFor(t, 30*time.Second, func() bool { return latestGeneration(sink) == 2 })
 	waitFor(t, 30*time.Second, keptIs(5))
+}
+
+// keptContent returns the model bytes of the last-good copy at p, or nil.
+func keptContent(p string) []byte {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil
+	}
+	_, n, err := readHeader(bufio.NewReader(bytes.NewReader(b)), p)
+	if err != nil {
+		return nil
+	}
+	return b[n:]
 }
 
 // TestStateDiskFull is fault 17 of the reliability table: the state folder
@@ -107,7 +127,7 @@ func TestStateDiskFull(t *testing.T) {
 	}
 	kept := filepath.Join(state, "last-good", "demo.model")
 	v0 := variant(t, 0)
-	waitFor(t, 30*time.Second, func() bool { b, err := os.ReadFile(kept); return err == nil && bytes.Equal(b, v0) })
+	waitFor(t, 30*time.Second, func() bool { return bytes.Equal(keptContent(kept), v0) })
 	waitFor(t, 5*time.Second, func() bool { return metric("ok") == "1" })
 
 	// The disk is full now: the new model is served, its copy cannot be kept.
@@ -116,13 +136,166 @@ func TestStateDiskFull(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool { return metric("error") == "1" })
 	n := len(sink.waitResults(t, 1, time.Second))
 	sink.waitResults(t, n+20, 30*time.Second)
-	if b, err := os.ReadFile(kept); err != nil || !bytes.Equal(b, v0) {
-		t.Errorf("the copy kept before the disk filled changed (%v)", err)
+	if !bytes.Equal(keptContent(kept), v0) {
+		t.Errorf("the copy kept before the disk filled changed")
 	}
 	if ents, _ := os.ReadDir(filepath.Join(state, "last-good")); len(ents) != 1 {
 		t.Errorf("state folder holds %d entries, want the one copy", len(ents))
 	}
 	if got := metric("ok"); got != "1" {
 		t.Errorf(`edged_state_writes_total{result="ok"} = %q, want 1`, got)
+	}
+}
+
+// TestLastGoodOnlyForItsModel: a last-good copy is served only for the
+// model and the model file that wrote it, and a model name (here one that
+// bypassed the configuration check) never puts a copy outside the state
+// folder. Before, "./x" shared x's copy and served it as engine_fallback,
+// a model moved to another file fell back to the old file's copy, and
+// "../../escape" wrote its copy two folders up.
+func TestLastGoodOnlyForItsModel(t *testing.T) {
+	backend := ortBackend(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	good := filepath.Join(dir, "good.onnx")
+	writeAtomic(t, good, variant(t, 1))
+	torn := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, variant(t, 4)[:300], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour) // torn by a power cut, before this start
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	config := func(name, path string) *Config {
+		cfg := defaultConfig(t, func(s string) string {
+			s = mustReplace(t, s, `state_dir = ""`, `state_dir = "`+state+`"`)
+			return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+path+`"`)
+		})
+		// Names are checked by Parse; set them afterwards, as a caller
+		// building a Config in code could.
+		cfg.Models[0].Name, cfg.Pipelines[0].Model = name, name
+		return cfg
+	}
+	// startFails runs cfg and wants the start to fail without falling back.
+	startFails := func(what string, cfg *Config) {
+		t.Helper()
+		sink := newRecordingSink()
+		d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatalf("%s: Run returned nil, want the torn file's error", what)
+				}
+				return
+			case <-time.After(20 * time.Millisecond):
+				if hasStatus(sink, "engine_fallback") {
+					cancel()
+					<-done
+					t.Fatalf("%s: served another model's last-good copy (engine_fallback)", what)
+				}
+			case <-deadline:
+				t.Fatalf("%s: Run neither failed nor fell back", what)
+			}
+		}
+	}
+
+	// Model x keeps a copy of good.onnx.
+	sink := newRecordingSink()
+	_, _, stop := runDaemon(t, Options{Config: config("x", good), Factories: testFactories(t, sink, backend)})
+	sink.waitResults(t, 3, 30*time.Second)
+	waitFor(t, 30*time.Second, func() bool { _, err := os.Stat(filepath.Join(state, "last-good", "x.model")); return err == nil })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	startFails(`model "./x" (same file name as x's copy)`, config("./x", torn("a.onnx")))
+	startFails(`model x moved to another file`, config("x", torn("b.onnx")))
+
+	// Copy the x copy under another model's name (two names that meet in
+	// one file, e.g. on a case-insensitive file system): not served to it.
+	b, err := os.ReadFile(filepath.Join(state, "last-good", "x.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "last-good", "y.model"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startFails(`model y with x's copy under its name`, config("y", torn("c.onnx")))
+
+	// A name that climbs out of the state folder: serving works, the copy
+	// is refused and counted as a failed state write.
+	sink = newRecordingSink()
+	d, _, _ := runDaemon(t, Options{Config: config("../../escape", good), Factories: testFactories(t, sink, backend)})
+	sink.waitResults(t, 3, 30*time.Second)
+	lg := d.d.graph.lastGood
+	waitFor(t, 30*time.Second, func() bool { return lg.writes.Load()+lg.writeErrors.Load() > 0 })
+	if lg.writes.Load() != 0 || lg.writeErrors.Load() != 1 {
+		t.Errorf("state writes ok %d error %d, want 0 and 1", lg.writes.Load(), lg.writeErrors.Load())
+	}
+	for _, p := range []string{filepath.Join(dir, "escape.model"), filepath.Join(state, "escape.model")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("a model name wrote %s, outside %s", p, filepath.Join(state, "last-good"))
+		}
+	}
+}
+
+// TestLastGoodCopyChecks: a copy is served only when its header names the
+// model and file and its content has the recorded hash; a raw copy (no
+// header: it cannot say which model it holds) is not served.
+func TestLastGoodCopyChecks(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	content := []byte("model bytes")
+	if err := os.WriteFile(model, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := newLastGood(filepath.Join(dir, "state"), nil, 0)
+	sum := sha256.Sum256(content)
+	if wrote, err := l.save(context.Background(), saveJob{model: "m", path: model, sha: sum}); !wrote || err != nil {
+		t.Fatalf("save: wrote %v, %v", wrote, err)
+	}
+	if wrote, err := l.save(context.Background(), saveJob{model: "m", path: model, sha: sum}); wrote || err != nil {
+		t.Fatalf("second save of the same content: wrote %v, %v; want nothing to do", wrote, err)
+	}
+	if data, got, err := l.load("m", model); err != nil || !bytes.Equal(data, content) || got != sum {
+		t.Fatalf("load: %q %v", data, err)
+	}
+	kept := l.file("m")
+	good, _ := os.ReadFile(kept)
+	for _, c := range []struct {
+		name string
+		copy []byte
+	}{
+		{"raw copy without a header", content},
+		{"content changed", append(bytes.Clone(good[:len(good)-1]), 'X')},
+		{"truncated", good[:len(good)-2]},
+		{"longer", append(bytes.Clone(good), 'X')},
+		{"empty", nil},
+	} {
+		if err := os.WriteFile(kept, c.copy, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := l.load("m", model); err == nil {
+			t.Errorf("%s: served", c.name)
+		}
+	}
+	if _, _, err := l.load("m", filepath.Join(dir, "other.onnx")); err == nil {
+		t.Error("a copy served for another file")
+	}
+	if _, err := l.save(context.Background(), saveJob{model: "a/../m", path: model, sha: sum}); err == nil {
+		t.Error(`model "a/../m" got a copy`)
 	}
 }

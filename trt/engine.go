@@ -18,6 +18,7 @@ var (
 	ErrSignature     = errors.New("trt: tensor signature does not match the pipeline")
 	ErrWarmup        = errors.New("trt: warm-up inference failed")
 	ErrMemory        = errors.New("trt: not enough memory")
+	ErrTooLarge      = errors.New("trt: model file too large")
 	ErrBackend       = errors.New("trt: backend unavailable")
 	ErrClosed        = errors.New("trt: engine closed")
 )

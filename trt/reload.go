@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +52,14 @@ type ReloaderOptions struct {
 	// Settle is the interval across which size, mtime and inode must stay
 	// the same before the file is read; 0 means 100 ms.
 	Settle time.Duration
+	// Grace is how long a file written in place is waited for: when a
+	// file modified in place (same inode as the version read before, or
+	// a file that was not there) less than Grace ago is rejected, the
+	// rejection is held and the file polled until Grace has passed since
+	// its modification; if it changes meanwhile, the rejection is dropped
+	// (OutcomeIncomplete) and the new content checked. 0 means
+	// DefaultGrace, a negative value disables it.
+	Grace time.Duration
 	// Rescan is the period of the safety-net rescan while file events
 	// work (it stats the file and reads it only when the stat changed);
 	// 0 means 30 s, a negative value disables it.
@@ -59,11 +69,12 @@ type ReloaderOptions struct {
 	Poll time.Duration
 	// WarmupTimeout bounds the warm-up inference; 0 means 60 s.
 	WarmupTimeout time.Duration
-	// MaxBytes bounds the model file size; 0 means 4 GiB.
+	// MaxBytes bounds the model file size: a larger file is rejected
+	// (ErrTooLarge) without being read. 0 means DefaultMaxBytes.
 	MaxBytes int64
-	// Budget is asked before each staging; nil means
-	// MemInfoBudget{}.Check (system memory, right for Jetson and CPU
-	// backends).
+	// Budget is asked with the file size before the file is read and
+	// again before each staging; nil means MemInfoBudget{}.Check (system
+	// memory, right for Jetson and CPU backends).
 	Budget Budget
 	// Gate bounds concurrent stagings; nil means the process-wide gate of
 	// one, shared by every Reloader.
@@ -80,8 +91,31 @@ const (
 	DefaultRescan        = 30 * time.Second
 	DefaultPoll          = 2 * time.Second
 	DefaultWarmupTimeout = 60 * time.Second
-	DefaultMaxBytes      = 4 << 30
+	DefaultGrace         = 10 * time.Second
+	// DefaultMaxBytes is the default ceiling of a model file: 1 GiB.
+	// The largest engines that run on a Jetson are a few hundred MiB
+	// (YOLOv8x FP32: about 270 MiB as ONNX or as a TensorRT plan), and a
+	// reload of a 1 GiB file needs about 3 GiB at its peak (the bytes
+	// read, plus twice that for staging, see MemInfoBudget), which an
+	// 8 GiB Jetson can still give while serving; the memory budget
+	// refuses it first on smaller ones.
+	DefaultMaxBytes = 1 << 30
 )
+
+// giveBackBytes is the size of a read after which the memory is handed
+// back to the system at once.
+const giveBackBytes = 16 << 20
+
+// giveBack returns the memory of a read of n bytes to the system when n is
+// large. Call it once the bytes are no longer referenced. Without it Go
+// keeps the pages: after one large allocation the next garbage collection
+// is due only when the heap doubles again, which can be minutes away, and
+// on a Jetson those pages are the GPU's memory too.
+func giveBack(n int) {
+	if n >= giveBackBytes {
+		debug.FreeOSMemory()
+	}
+}
 
 // checkKind orders why a check runs; a stronger reason wins when several
 // are pending.
@@ -99,6 +133,11 @@ type target struct {
 	bad         [32]byte
 	quarantined bool
 }
+
+// preRejected reports whether err is a rejection made before the file was
+// read whole (readModel: too large, over the memory budget, refused by the
+// backend's Sniffer), as opposed to an I/O error.
+func preRejected(err error) bool { return RejectReason(err) != ReasonOther }
 
 // Reloader keeps the engines of one model file's targets in step with the
 // file. Load installs the first engines; Start watches the file's folder
@@ -145,6 +184,7 @@ type Reloader struct {
 	extraDir   string
 	polling    bool
 	last       fileKey
+	preBad     fileKey // rejected before it was read whole; quarantined
 	missingNow bool
 	unreadable string
 	retry      bool
@@ -182,6 +222,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 	def(&opts.Rescan, DefaultRescan)
 	def(&opts.Poll, DefaultPoll)
 	def(&opts.WarmupTimeout, DefaultWarmupTimeout)
+	def(&opts.Grace, DefaultGrace)
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
@@ -240,32 +281,59 @@ func (r *Reloader) Want(i int) Signature {
 func (r *Reloader) Load(ctx context.Context) error {
 	r.txMu.Lock()
 	defer r.txMu.Unlock()
+	for holds := 0; ; holds++ {
+		key, n, err := r.load(ctx)
+		giveBack(n) // the bytes read are not referenced any more
+		if err == nil || ctx.Err() != nil || !holdable(err) {
+			return err
+		}
+		h := r.hold(ctx, fileKey{}, key)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !h.changed || holds == maxStartHolds:
+			return h.final(err)
+		}
+		// The file was still being written: read it again.
+	}
+}
+
+// maxStartHolds bounds how often Load reads a file again that changed
+// while a rejection of it was held, so a file written forever does not
+// hold up the start for more than about maxStartHolds × Grace.
+const maxStartHolds = 3
+
+// load is Load without the holds; key is the version read and n the
+// number of bytes read.
+func (r *Reloader) load(ctx context.Context) (key fileKey, n int, _ error) {
 	var (
 		data []byte
-		key  fileKey
 		err  error
 	)
 	for attempt := 0; ; attempt++ {
 		key, err = statFile(r.path)
 		if err == nil {
-			data, key, err = readFile(r.path, r.opts.MaxBytes, key)
+			data, key, err = r.readModel(key)
 		}
 		if !errors.Is(err, errUnstable) || attempt == 4 {
 			break
 		}
 		if !sleepCtx(ctx, r.opts.Settle) {
-			return ctx.Err()
+			return key, 0, ctx.Err()
 		}
 	}
 	r.updateLink()
+	n = len(data)
 	switch {
 	case err == nil:
 	case missing(err):
-		return fmt.Errorf("trt: model %s: %s does not exist (%w); check the model path", r.model, r.opts.Path, err)
+		return key, n, fmt.Errorf("trt: model %s: %s does not exist (%w); check the model path", r.model, r.opts.Path, err)
 	case errors.Is(err, errUnstable):
-		return fmt.Errorf("trt: model %s: %s kept changing while being read; write it under a temporary name and rename it into place: %w", r.model, r.opts.Path, err)
+		return key, n, fmt.Errorf("trt: model %s: %s kept changing while being read; write it under a temporary name and rename it into place: %w", r.model, r.opts.Path, err)
+	case preRejected(err):
+		return key, n, fmt.Errorf("trt: model %s: %s rejected: %w", r.model, r.opts.Path, err)
 	default:
-		return fmt.Errorf("trt: model %s: cannot read %s: %w", r.model, r.opts.Path, err)
+		return key, n, fmt.Errorf("trt: model %s: cannot read %s: %w", r.model, r.opts.Path, err)
 	}
 	sha := sha256.Sum256(data)
 	for _, t := range r.targets {
@@ -274,14 +342,14 @@ func (r *Reloader) Load(ctx context.Context) error {
 		}
 		if _, err := r.apply(ctx, t, data, sha); err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return key, n, ctx.Err()
 			}
-			return fmt.Errorf("trt: model %s: %s (sha256 %s) rejected for %s: %w", r.model, r.opts.Path, hex.EncodeToString(sha[:6]), t.label(), err)
+			return key, n, fmt.Errorf("trt: model %s: %s (sha256 %s) rejected for %s: %w", r.model, r.opts.Path, hex.EncodeToString(sha[:6]), t.label(), err)
 		}
 	}
 	r.last = key
 	r.missingNow = false
-	return nil
+	return key, n, nil
 }
 
 func (t *target) label() string {
@@ -458,45 +526,208 @@ func (r *Reloader) check(ctx context.Context, kind checkKind) (again bool) {
 	if r.checkHook != nil {
 		defer r.checkHook(start)
 	}
+	again, n := r.checkOnce(ctx, kind, start)
+	giveBack(n) // the bytes read are not referenced any more
+	return again
+}
+
+// checkOnce is check; n is the number of bytes it read.
+func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Time) (again bool, n int) {
 	r.ensureWatch()
 	r.count(func(s *ReloadStats) { s.Checks++ })
 	key, err := statFile(r.path)
 	r.updateLink()
 	if err != nil {
 		r.statFailed(err, start)
-		return false
+		return false, 0
 	}
 	if kind == kindRescan && !r.retry && !r.missingNow && r.unreadable == "" && key.same(r.last) {
-		return false
+		return false, 0
 	}
 	seq := r.kickSeq.Load()
 	if !sleepCtx(ctx, r.opts.Settle) {
-		return false
+		return false, 0
 	}
 	if r.kickSeq.Load() != seq {
 		r.count(func(s *ReloadStats) { s.Unstable++ })
-		return true
+		return true, 0
 	}
-	data, key, err := readFile(r.path, r.opts.MaxBytes, key)
+	data, key, err := r.readModel(key)
+	n = len(data)
 	if errors.Is(err, errUnstable) {
 		r.count(func(s *ReloadStats) { s.Unstable++ })
-		return true
+		return true, n
 	}
-	if err != nil {
+	if err != nil && !preRejected(err) {
 		r.statFailed(err, start)
-		return false
+		return false, n
 	}
+	prev := r.last
 	r.last, r.unreadable, r.retry = key, "", false
 	wasMissing := r.missingNow
 	r.missingNow = false
-	sha := sha256.Sum256(data)
-	for _, t := range r.targets {
-		if ctx.Err() != nil {
-			return false
+	var rejs []rejection
+	if err != nil {
+		rejs = r.unreadRejections(key, data, err, kind, wasMissing)
+	} else {
+		sha := sha256.Sum256(data)
+		for _, t := range r.targets {
+			if ctx.Err() != nil {
+				return false, n
+			}
+			if err := r.transact(ctx, t, data, sha, kind, wasMissing, start); err != nil {
+				rejs = append(rejs, rejection{t: t, sha: sha, err: err})
+			}
 		}
-		r.transact(ctx, t, data, sha, kind, wasMissing, start)
 	}
-	return false
+	if len(rejs) == 0 {
+		return false, n
+	}
+	h := holdResult{}
+	if slices.ContainsFunc(rejs, func(j rejection) bool { return holdable(j.err) }) {
+		data = nil
+		giveBack(n) // not while the rejection is held
+		n = 0
+		h = r.hold(ctx, prev, key)
+		if ctx.Err() != nil {
+			return false, n // closing
+		}
+	}
+	if h.changed {
+		// An in-place writer was still writing: what was read is not
+		// rejected (nor quarantined); the new content is checked after
+		// the debounce.
+		r.count(func(s *ReloadStats) { s.Incomplete++ })
+		for _, j := range rejs {
+			r.emitFor(j.t, OutcomeIncomplete, j.sha, h.final(j.err), start)
+		}
+		return true, n
+	}
+	for _, j := range rejs {
+		r.reject(j, key, h.final(j.err), start)
+	}
+	return false, n
+}
+
+// rejection is a target's refusal of the content read, not yet reported.
+type rejection struct {
+	t   *target
+	sha [32]byte // zero when the file was not read whole
+	err error
+}
+
+// holdable reports whether a rejection may be of a file still being
+// written: a refusal of the content, not of the memory or the backend.
+func holdable(err error) bool { return preRejected(err) && !transient(err) }
+
+// unreadRejections turns a rejection before the file was read whole (err
+// from readModel; data is the whole file when it fitted in the bytes
+// sniffed, else nil) into one per target, leaving out targets for which
+// the content is quarantined.
+func (r *Reloader) unreadRejections(key fileKey, data []byte, err error, kind checkKind, wasMissing bool) []rejection {
+	var sha [32]byte
+	if data != nil {
+		sha = sha256.Sum256(data)
+	}
+	recheck := kind == kindManual || wasMissing
+	var rejs []rejection
+	for _, t := range r.targets {
+		switch {
+		case transient(err):
+		case data == nil && key.same(r.preBad) && !recheck,
+			data != nil && t.quarantined && t.bad == sha && !recheck:
+			r.count(func(s *ReloadStats) { s.Quarantined++ })
+			continue
+		}
+		rejs = append(rejs, rejection{t: t, sha: sha, err: err})
+	}
+	return rejs
+}
+
+// reject makes a rejection final: the content is quarantined until the
+// file changes (by hash, or by stat when it was not read whole), except
+// memory and backend refusals, which are retried at the next rescan.
+// reason is what the event says: the rejection, with a hint when the file
+// had been written in place.
+func (r *Reloader) reject(j rejection, key fileKey, reason error, start time.Time) {
+	switch {
+	case transient(j.err):
+		r.retry = true
+	case j.sha == ([32]byte{}):
+		r.preBad = key
+	default:
+		j.t.bad, j.t.quarantined = j.sha, true
+	}
+	label := RejectReason(j.err)
+	r.count(func(s *ReloadStats) {
+		s.Rejected++
+		s.RejectedBy[label]++
+	})
+	r.emitFor(j.t, OutcomeRejected, j.sha, reason, start)
+}
+
+// holdResult is what hold saw.
+type holdResult struct {
+	held    time.Duration // how long the rejection was held; 0: not held
+	age     time.Duration // from the file's modification to the read
+	changed bool          // the file changed while the rejection was held
+	grew    bool          // ... and is larger now
+	from    int64         // size read
+	to      int64         // size when the change was seen
+	path    string
+}
+
+// hold waits before a rejection of the version key (read after prev) is
+// made final, when that version may be a file still being written in
+// place: the same inode as prev (or no prev: a file created in place, or
+// the first read) modified less than Grace ago. It polls the file every
+// Settle until Grace has passed since the modification, and returns as
+// soon as the file changes. A file replaced by rename is complete by
+// construction and is not held.
+func (r *Reloader) hold(ctx context.Context, prev, key fileKey) (h holdResult) {
+	h = holdResult{from: key.size, path: r.opts.Path}
+	if r.opts.Grace <= 0 || key.fi == nil || prev.fi != nil && !os.SameFile(prev.fi, key.fi) {
+		return h
+	}
+	h.age = max(time.Since(key.mtime), 0) // a file dated in the future counts as just written
+	wait := r.opts.Grace - h.age
+	if wait <= 0 {
+		return h
+	}
+	begin := time.Now()
+	defer func() { h.held = max(time.Since(begin), 1) }()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(r.opts.Settle)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return h
+		case <-deadline.C:
+			return h
+		case <-tick.C:
+		}
+		now, err := statFile(r.path)
+		if err != nil || !now.same(key) {
+			h.changed, h.grew, h.to = true, err == nil && now.size > key.size, now.size
+			return h
+		}
+	}
+}
+
+// final is the reason to report for a rejection err after the hold h.
+func (h holdResult) final(err error) error {
+	switch {
+	case h.grew:
+		return fmt.Errorf("%w (incomplete? %s grew from %d to %d bytes after it was read: an in-place writer was still writing it; its new content is checked)", err, h.path, h.from, h.to)
+	case h.changed:
+		return fmt.Errorf("%w (%s changed again after it was read, while being written in place; its new content is checked)", err, h.path)
+	case h.held > 0:
+		return fmt.Errorf("%w (incomplete? %s was modified in place %s before it was read and has not changed in the %s since; if a writer is still writing it, it is checked again when it changes; write model files under a temporary name and rename them into place)",
+			err, h.path, h.age.Round(time.Millisecond), h.held.Round(time.Millisecond))
+	}
+	return err
 }
 
 // statFailed reports a missing or unreadable file once per change of state.
@@ -527,47 +758,40 @@ func (r *Reloader) emitFor(t *target, o Outcome, sha [32]byte, reason error, sta
 	ev := ReloadEvent{Target: t.Name, Outcome: o, SHA256: sha, Reason: reason, Duration: time.Since(start)}
 	if cur := t.Hot.Current(); cur != nil {
 		ev.Generation = cur.Number
-		if sha == ([32]byte{}) {
+		if sha == ([32]byte{}) && o != OutcomeRejected && o != OutcomeIncomplete { // a refused file that was not read has no hash
 			ev.SHA256 = cur.SHA256
 		}
 	}
 	r.emit(ev)
 }
 
-// transact brings one target to the content data (hash sha).
-func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32]byte, kind checkKind, wasMissing bool, start time.Time) {
+// transact brings one target to the content data (hash sha). It returns
+// the target's rejection of the content, for the caller to hold or report
+// (reject), or nil when the content was installed, was already serving,
+// is quarantined or the Reloader is closing.
+func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32]byte, kind checkKind, wasMissing bool, start time.Time) error {
 	if cur := t.Hot.Current(); cur != nil && cur.SHA256 == sha {
 		t.quarantined = false
 		r.count(func(s *ReloadStats) { s.Unchanged++ })
 		if kind == kindManual || wasMissing {
 			r.emitFor(t, OutcomeUnchanged, sha, nil, start)
 		}
-		return
+		return nil
 	}
 	if t.quarantined && t.bad == sha && kind != kindManual && !wasMissing {
 		r.count(func(s *ReloadStats) { s.Quarantined++ })
-		return
+		return nil
 	}
 	t.quarantined = false
 	if _, err := r.apply(ctx, t, data, sha); err != nil {
 		if ctx.Err() != nil {
-			return // closing: cancellation is not a rejection
+			return nil // closing: cancellation is not a rejection
 		}
-		if transient(err) {
-			r.retry = true
-		} else {
-			t.bad, t.quarantined = sha, true
-		}
-		reason := RejectReason(err)
-		r.count(func(s *ReloadStats) {
-			s.Rejected++
-			s.RejectedBy[reason]++
-		})
-		r.emitFor(t, OutcomeRejected, sha, err, start)
-		return
+		return err
 	}
 	r.count(func(s *ReloadStats) { s.Reloaded++ })
 	r.emitFor(t, OutcomeReloaded, sha, nil, start)
+	return nil
 }
 
 // updateLink records whether the model path is a symlink and where it

@@ -16,7 +16,9 @@ const (
 	OutcomeReloaded Outcome = iota + 1
 	// OutcomeRejected: the new content failed validation; the old engine
 	// keeps serving. Reason wraps ErrEngineInvalid, ErrVersion,
-	// ErrSignature, ErrWarmup, ErrMemory or ErrBackend.
+	// ErrSignature, ErrWarmup, ErrMemory, ErrTooLarge or ErrBackend.
+	// SHA256 is zero when the file was rejected before it was read
+	// (too large, over the memory budget, refused from its first bytes).
 	OutcomeRejected
 	// OutcomeUnchanged: the file holds the content already serving
 	// (reported after a manual Trigger and when a missing file comes
@@ -26,16 +28,22 @@ const (
 	// serving and the file is loaded again when it reappears.
 	OutcomeMissing
 	// OutcomeUnreadable: the file exists but cannot be read (permissions,
-	// not a regular file, too large, I/O error).
+	// not a regular file, I/O error).
 	OutcomeUnreadable
 	// OutcomePolling: file events are unavailable (inotify limits, the
 	// folder is missing); changes are found by polling instead.
 	OutcomePolling
 	// OutcomeWatching: file events work again after OutcomePolling.
 	OutcomeWatching
+	// OutcomeIncomplete: the content read was refused, but the file had
+	// been modified in place just before and changed again within
+	// ReloaderOptions.Grace: an in-place writer was still writing it
+	// (Reason says "incomplete?" when it grew). Not a rejection: nothing
+	// is quarantined, and the new content is checked.
+	OutcomeIncomplete
 )
 
-var outcomeNames = [...]string{"", "reloaded", "rejected", "unchanged", "missing", "unreadable", "polling", "watching"}
+var outcomeNames = [...]string{"", "reloaded", "rejected", "unchanged", "missing", "unreadable", "polling", "watching", "incomplete"}
 
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
@@ -92,6 +100,7 @@ const (
 	ReasonSignature = "signature"
 	ReasonWarmup    = "warmup"
 	ReasonMemory    = "memory"
+	ReasonTooLarge  = "too_large"
 	ReasonBackend   = "backend"
 	ReasonOther     = "other"
 )
@@ -110,6 +119,8 @@ func RejectReason(err error) string {
 		return ReasonVersion
 	case errors.Is(err, ErrMemory):
 		return ReasonMemory
+	case errors.Is(err, ErrTooLarge):
+		return ReasonTooLarge
 	case errors.Is(err, ErrBackend):
 		return ReasonBackend
 	case errors.Is(err, ErrEngineInvalid):
@@ -134,6 +145,7 @@ type ReloadStats struct {
 	Quarantined uint64 // checks skipped because the content was rejected before
 	Missing     uint64 // times the file went missing
 	Unstable    uint64 // checks put off because the file was still changing
+	Incomplete  uint64 // refusals dropped because the file, written in place, changed within the grace
 	Rescans     uint64 // full rescans forced by ErrEventOverflow or watcher errors
 	WatchErrors uint64 // errors from the file watcher, overflows included
 	Polling     bool   // file events unavailable right now

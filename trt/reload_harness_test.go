@@ -57,6 +57,7 @@ func newHarness(t *testing.T, edit func(*trt.ReloaderOptions)) *harness {
 		Debounce: 100 * time.Millisecond,
 		Settle:   50 * time.Millisecond,
 		Rescan:   -1,
+		Grace:    time.Second, // short: many tests write bad files in place
 		Budget:   func(int64) error { return nil },
 		Gate:     trt.NewStagingGate(1),
 	}

@@ -45,11 +45,33 @@ func missing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// readFile reads path once into memory and returns the bytes with the key
-// they belong to. The file's stat must be the same before and after the
-// read (and equal to want, when want is set), else errUnstable: hashing and
-// loading then use the very bytes that were checked.
-func readFile(path string, maxBytes int64, want fileKey) ([]byte, fileKey, error) {
+// SniffBytes is how many leading bytes of a model file a Sniffer sees.
+const SniffBytes = 64 << 10
+
+// Sniffer is implemented by a Backend that can tell from the first bytes
+// of a file whether it can be a model for it (a protobuf ModelProto, a
+// TensorRT plan header). The Reloader asks it before it reads a file
+// whole, so junk of any size costs one small read.
+type Sniffer interface {
+	// Sniff looks at head, the first min(size, SniffBytes) bytes of a
+	// file of size bytes. It returns nil when the file may be a model for
+	// the backend, else an error wrapping ErrEngineInvalid. It must not
+	// keep head.
+	Sniff(head []byte, size int64) error
+}
+
+// readModel reads the model file once into memory and returns the bytes
+// with the key they belong to. The file's stat must be the same before and
+// after the read (and equal to want, when want is set), else errUnstable:
+// hashing and loading then use the very bytes that were checked.
+//
+// Before the file is read whole, its size is checked against MaxBytes
+// (ErrTooLarge) and the memory budget (ErrMemory), and its first bytes
+// against the backend's Sniffer (ErrEngineInvalid). Such a rejection
+// returns data nil, unless the whole file fitted in the first bytes: data
+// then holds it. Other errors are I/O errors.
+func (r *Reloader) readModel(want fileKey) ([]byte, fileKey, error) {
+	path := r.path
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fileKey{}, err
@@ -66,26 +88,67 @@ func readFile(path string, maxBytes int64, want fileKey) ([]byte, fileKey, error
 	if want.fi != nil && !before.same(want) {
 		return nil, before, errUnstable
 	}
-	if before.size > maxBytes {
-		return nil, before, fmt.Errorf("%s is %d bytes, more than the %d-byte limit for a model file", path, before.size, maxBytes)
+	if before.size > r.opts.MaxBytes {
+		return nil, before, fmt.Errorf("%w: %s is %d bytes (%d MiB), more than the %d-byte (%d MiB) limit for a model file; it was not read "+
+			"(raise max_model_bytes in [daemon] if the model really is this large)", ErrTooLarge, path, before.size, mib(before.size), r.opts.MaxBytes, mib(r.opts.MaxBytes))
 	}
-	data := make([]byte, before.size)
-	if _, err := io.ReadFull(f, data); err != nil {
+	if err := r.opts.Budget(before.size); err != nil {
+		if !errors.Is(err, ErrMemory) {
+			err = fmt.Errorf("%w: %w", ErrMemory, err)
+		}
+		return nil, before, fmt.Errorf("%w; the file was not read", err)
+	}
+	head := make([]byte, min(before.size, SniffBytes))
+	if _, err := io.ReadFull(f, head); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return nil, before, errUnstable // truncated while reading
 		}
 		return nil, before, err
 	}
-	var one [1]byte
-	if n, _ := f.Read(one[:]); n > 0 {
-		return nil, before, errUnstable // grew while reading
+	if s, ok := r.opts.Backend.(Sniffer); ok {
+		if err := s.Sniff(head, before.size); err != nil {
+			if !errors.Is(err, ErrEngineInvalid) {
+				err = fmt.Errorf("%w: %w", ErrEngineInvalid, err)
+			}
+			if int64(len(head)) < before.size {
+				return nil, before, fmt.Errorf("%w (checked from its first %d bytes; the %d MiB file was not read)", err, len(head), mib(before.size))
+			}
+			if err2 := endOfRead(f, before); err2 != nil {
+				return nil, before, err2
+			}
+			return head, before, err
+		}
 	}
-	fi, err = f.Stat()
-	if err != nil {
+	data := head
+	if int64(len(head)) < before.size {
+		data = make([]byte, before.size)
+		copy(data, head)
+		if _, err := io.ReadFull(f, data[len(head):]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, before, errUnstable // truncated while reading
+			}
+			return nil, before, err
+		}
+	}
+	if err := endOfRead(f, before); err != nil {
 		return nil, before, err
 	}
-	if after := keyOf(fi); !after.same(before) {
-		return nil, after, errUnstable
-	}
 	return data, before, nil
+}
+
+// endOfRead checks that f, read up to its size at open, has no more bytes
+// and the same stat: else errUnstable.
+func endOfRead(f *os.File, before fileKey) error {
+	var one [1]byte
+	if n, _ := f.Read(one[:]); n > 0 {
+		return errUnstable // grew while reading
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !keyOf(fi).same(before) {
+		return errUnstable
+	}
+	return nil
 }

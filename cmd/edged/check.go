@@ -162,7 +162,7 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 	if b, ok := m.Builtin(); ok {
 		data, err = edruntime.BuiltinModel(b)
 	} else {
-		data, err = os.ReadFile(cfg.Resolve(m.Path))
+		data, err = readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
 	}
 	if err != nil {
 		return "", "", err
@@ -241,4 +241,26 @@ func checkPreprocess(w *wiring, cfg *edruntime.Config, pc *edruntime.PipelineCon
 		how = "GPU or CPU, whichever is faster on the first frame"
 	}
 	ok("pipeline %s: %s (kernels %s in %s)", pc.Name, how, src, time.Since(start).Round(time.Millisecond))
+}
+
+// readModel reads a model file that is at most maxBytes long
+// (daemon.max_model_bytes); a larger one is refused before it is read.
+func readModel(path string, maxBytes int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, more than daemon.max_model_bytes = %d; it was not read", trt.ErrTooLarge, path, st.Size(), maxBytes)
+	}
+	data := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("%s: %w (did it change while being read?)", path, err)
+	}
+	return data, nil
 }

@@ -183,6 +183,36 @@ func parsePlan(p []byte, off int, md *Metadata) (*File, error) {
 	}, nil
 }
 
+// Sniff checks what the first bytes of an engine file can show, before the
+// file is read whole: head is its first bytes (trt.SniffBytes of them, or
+// all), size its length. A file that head holds whole gets Parse; of a
+// larger one, the magic, header word 1 and, for an Ultralytics-wrapped
+// file, the metadata length against the file size and the plan header
+// after the metadata when head reaches it. Errors wrap trt.ErrEngineInvalid.
+func Sniff(head []byte, size int64) error {
+	if int64(len(head)) >= size || len(head) < HeaderSize {
+		_, err := Parse(head[:min(int64(len(head)), size)])
+		return err
+	}
+	if binary.LittleEndian.Uint32(head) == Magic {
+		_, err := parsePlan(head, 0, nil)
+		return err
+	}
+	if n := int64(int32(binary.LittleEndian.Uint32(head))); n > 0 && head[4] == '{' {
+		if n > maxMetadata || 4+n+HeaderSize > size {
+			return invalid("the file starts like an Ultralytics engine with %d bytes of JSON metadata and a plan after them, but it is only %d bytes long: "+
+				"truncated? copy or export it again", n, size)
+		}
+		if 4+n+HeaderSize <= int64(len(head)) {
+			_, err := parseWrapped(head, int(n))
+			return err
+		}
+		return nil
+	}
+	_, err := Parse(head)
+	return err
+}
+
 // Compatible reports whether an engine built by f.Built can be loaded by
 // the library version in opts. Errors wrap trt.ErrVersion.
 func (f *File) Compatible(opts Options) error {

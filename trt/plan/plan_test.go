@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -263,4 +264,40 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Compatible error does not wrap ErrVersion: %v", err)
 		}
 	})
+}
+
+// TestSniff: what Sniff sees of a large file (its first bytes) refuses
+// what is not a plan, and a file it sees whole gets Parse.
+func TestSniff(t *testing.T) {
+	v103 := [4]byte{10, 3, 0, 26}
+	const size = 1 << 30 // a large file: only the head is looked at
+	head := func(b []byte) []byte { return b[:min(len(b), 4096)] }
+	good := mkPlan(8192, v103)
+	word1 := mkPlan(8192, v103)
+	binary.LittleEndian.PutUint32(word1[4:], 7)
+	for _, tc := range []struct {
+		name string
+		head []byte
+		size int64
+		want string // "" means accepted
+	}{
+		{"bare plan", head(good), size, ""},
+		{"wrapped plan", head(wrap(ultralyticsMeta, good)), size, ""},
+		{"wrapped, plan past the head", head(wrap(`{"a": "`+strings.Repeat("x", 5000)+`"}`, good)), size, ""},
+		{"zeros", make([]byte, 4096), size, "does not start with the TensorRT plan magic"},
+		{"onnx", head(append([]byte{0x08, 0x07, 0x12, 0x07}, make([]byte, 5000)...)), size, "ONNX model"},
+		{"word1", head(word1), size, "header word 1 = 7"},
+		{"wrapped, not a plan after the metadata", head(wrap(`{"task": "detect"}`, make([]byte, 5000))), size, "not followed by a TensorRT plan"},
+		{"wrapped, metadata past the end", head(wrap(`{"a": "`+strings.Repeat("x", 5000)+`"}`, good)), 5000, "truncated"},
+		{"whole file: Parse", good[:20], 20, "shorter than its 28-byte header"},
+		{"empty", nil, 0, "file is empty"},
+	} {
+		err := Sniff(tc.head, tc.size)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, trt.ErrEngineInvalid) || !strings.Contains(fmt.Sprint(err), tc.want)):
+			t.Errorf("%s: %v, want ErrEngineInvalid with %q", tc.name, err, tc.want)
+		}
+	}
 }

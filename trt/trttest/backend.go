@@ -1,6 +1,7 @@
 package trttest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -281,4 +282,15 @@ func (e *Engine) release() {
 	for _, t := range e.out {
 		t.Buf.Release()
 	}
+}
+
+// Sniff implements trt.Sniffer: a fake model starts with Header.
+func (b *Backend) Sniff(head []byte, size int64) error {
+	switch {
+	case size == 0:
+		return fmt.Errorf("%w: empty file", trt.ErrEngineInvalid)
+	case !bytes.HasPrefix(head, []byte(Header)):
+		return fmt.Errorf("%w: bad magic, want %q", trt.ErrEngineInvalid, Header)
+	}
+	return nil
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package trt_test
+
+const raceEnabled = false
