@@ -50,8 +50,7 @@ type GPUOptions struct {
 // per device is enough.
 type kernels struct {
 	mod    *umem.Module
-	byPix  map[sensors.PixelFormat]*umem.Kernel // one output row per thread
-	byPix4 map[sensors.PixelFormat]*umem.Kernel // four rows per thread
+	byPix  map[sensors.PixelFormat]*umem.Kernel
 	ptx    *umem.PTX
 	refs   int
 	device *umem.Device
@@ -82,20 +81,14 @@ func acquireKernels(d *umem.Device, o GPUOptions) (*kernels, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preprocess: loading the preprocessing kernels: %w", err)
 	}
-	k := &kernels{mod: mod, byPix: map[sensors.PixelFormat]*umem.Kernel{}, byPix4: map[sensors.PixelFormat]*umem.Kernel{},
-		ptx: ptx, refs: 1, device: d}
+	k := &kernels{mod: mod, byPix: map[sensors.PixelFormat]*umem.Kernel{}, ptx: ptx, refs: 1, device: d}
 	for pf, name := range kernelNames {
 		f, err := mod.Kernel(name)
 		if err != nil {
 			mod.Close()
 			return nil, fmt.Errorf("preprocess: %w", err)
 		}
-		f4, err := mod.Kernel(name + "_r4")
-		if err != nil {
-			mod.Close()
-			return nil, fmt.Errorf("preprocess: %w", err)
-		}
-		k.byPix[pf], k.byPix4[pf] = f, f4
+		k.byPix[pf] = f
 	}
 	kernelsFor[d] = k
 	return k, nil
@@ -128,8 +121,6 @@ type GPU struct {
 
 	outStage *umem.Mem // device buffer for a tensor the GPU cannot address
 	args     umem.Args
-
-	rowsForce int // tests and benchmarks: 1 or 4 rows per thread
 
 	// geometry of the last frame format
 	key  [4]int
@@ -181,27 +172,8 @@ func NewGPU(o Options, g GPUOptions) (*GPU, error) {
 	return gp, nil
 }
 
-// rowsPerThread is 4 for outputs of at least this many pixels (about two
-// waves of one-row threads on a large GPU), else 1.
-const rows4Min = 1 << 18
-
-// kernel is the kernel for a source format and this output size.
-func (g *GPU) kernel(pf sensors.PixelFormat) *umem.Kernel {
-	if g.rows() == 4 {
-		return g.k.byPix4[pf]
-	}
-	return g.k.byPix[pf]
-}
-
-func (g *GPU) rows() int {
-	if g.rowsForce != 0 {
-		return g.rowsForce
-	}
-	if g.o.Out.W*g.o.Out.H >= rows4Min {
-		return 4
-	}
-	return 1
-}
+// kernel is the kernel for a source format, nil for an unsupported one.
+func (g *GPU) kernel(pf sensors.PixelFormat) *umem.Kernel { return g.k.byPix[pf] }
 
 // Read says how frames reach the kernel: ReadCopy or ReadInPlace.
 func (g *GPU) Read() string { return g.read }
@@ -401,8 +373,7 @@ func (g *GPU) launch(fn *umem.Kernel, f sensors.Format, src, dst uintptr) error 
 		a.F32(v)
 	}
 	const bx, by = 32, 8
-	rows := (out.H + g.rows() - 1) / g.rows()
-	grid := umem.Dim3{X: uint32((out.W + bx - 1) / bx), Y: uint32((rows + by - 1) / by), Z: 1}
+	grid := umem.Dim3{X: uint32((out.W + bx - 1) / bx), Y: uint32((out.H + by - 1) / by), Z: 1}
 	return fn.Launch(g.stream, grid, umem.Dim3{X: bx, Y: by, Z: 1}, 0, a)
 }
 

@@ -180,36 +180,25 @@ __device__ __forceinline__ void pre(const u8* __restrict__ src, int stride, int 
 	}
 }
 
-// Each thread writes R output rows of one column (rows R·y .. R·y+R−1):
-// R = 4 for large outputs keeps the loads of four pixels in flight per
-// thread and the grid in about one wave.
-#define KERNEL(NAME, P, R) \
+// One thread per output pixel. (Four rows per thread, to keep more loads
+// in flight, measured 20 % slower on the H200: docs/PERFORMANCE.md.)
+#define KERNEL(NAME, P) \
 extern "C" __global__ void __launch_bounds__(256) NAME(const u8* __restrict__ src, int stride, int sw, int sh, \
 	void* __restrict__ dst, int W, int H, int C, int fl, \
 	int x0, int y0, int iw, int ih, float rx, float ry, \
 	float a0, float a1, float a2, float b0, float b1, float b2, \
 	float yoff, float ygain, float rv, float gu, float gv, float bu) { \
 	int ox = blockIdx.x * blockDim.x + threadIdx.x; \
-	int oy = (blockIdx.y * blockDim.y + threadIdx.y) * R; \
-	if (ox >= W) return; \
+	int oy = blockIdx.y * blockDim.y + threadIdx.y; \
+	if (ox >= W || oy >= H) return; \
 	Yuv k = {yoff, ygain, rv, gu, gv, bu}; \
-	_Pragma("unroll") \
-	for (int r = 0; r < R; r++) { \
-		if (oy + r < H) \
-			pre<P>(src, stride, sw, sh, dst, W, H, C, fl, x0, y0, iw, ih, rx, ry, a0, a1, a2, b0, b1, b2, k, ox, oy + r); \
-	} \
+	pre<P>(src, stride, sw, sh, dst, W, H, C, fl, x0, y0, iw, ih, rx, ry, a0, a1, a2, b0, b1, b2, k, ox, oy); \
 }
 
-KERNEL(edged_pre_yuyv, YUYV, 1)
-KERNEL(edged_pre_uyvy, UYVY, 1)
-KERNEL(edged_pre_nv12, NV12, 1)
-KERNEL(edged_pre_grey, GREY, 1)
-KERNEL(edged_pre_rgb24, RGB24, 1)
-KERNEL(edged_pre_bgr24, BGR24, 1)
-KERNEL(edged_pre_yuyv_r4, YUYV, 4)
-KERNEL(edged_pre_uyvy_r4, UYVY, 4)
-KERNEL(edged_pre_nv12_r4, NV12, 4)
-KERNEL(edged_pre_grey_r4, GREY, 4)
-KERNEL(edged_pre_rgb24_r4, RGB24, 4)
-KERNEL(edged_pre_bgr24_r4, BGR24, 4)
+KERNEL(edged_pre_yuyv, YUYV)
+KERNEL(edged_pre_uyvy, UYVY)
+KERNEL(edged_pre_nv12, NV12)
+KERNEL(edged_pre_grey, GREY)
+KERNEL(edged_pre_rgb24, RGB24)
+KERNEL(edged_pre_bgr24, BGR24)
 `
