@@ -39,6 +39,10 @@ type plan struct {
 	yStart, ySrc []int32
 	yW           []float32
 	v2           bool
+	// fused: YUV source, 3 channels, bilinear both ways and no source row
+	// read by two output rows (the image shrinks 2× or more vertically):
+	// each output row is computed in one pass (fused.go).
+	fused bool
 
 	chunks [][2]int // output rows [lo, hi) claimed as a unit (pool.go)
 }
@@ -89,6 +93,10 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	pl.yStart = make([]int32, 0, pl.ih+1)
 	for _, t := range yt {
 		pl.yStart = append(pl.yStart, int32(len(pl.ySrc)))
+		pl.fused = pl.kind == kindYUV && o.Out.C == 3 && pl.x2 != nil && pl.v2
+		for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
+			pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
+		}
 		for _, tp := range t {
 			pl.ySrc = append(pl.ySrc, int32(tp.Src))
 			pl.yW = append(pl.yW, float32(tp.Weight*rowScale))
@@ -99,6 +107,10 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 		}
 	}
 	pl.yStart = append(pl.yStart, int32(len(pl.ySrc)))
+	pl.fused = pl.kind == kindYUV && o.Out.C == 3 && pl.x2 != nil && pl.v2
+	for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
+		pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
+	}
 
 	// Chunks split the image rows evenly, a few per thread so that a
 	// thread that starts late still gets a share; padding rows go to the

@@ -143,7 +143,13 @@ func TestRowsFilteredOnce(t *testing.T) {
 	for _, c := range []struct {
 		w, h, ow, oh int
 		filter       string
-	}{{64, 48, 224, 224, Bilinear}, {640, 480, 224, 224, Bilinear}, {640, 480, 224, 224, Area}, {640, 480, 64, 300, Area}} {
+	}{
+		{64, 48, 224, 224, Bilinear},   // upscale: rows shared by several output rows
+		{640, 480, 224, 300, Bilinear}, // 1.6×: a row shared by two output rows
+		{640, 480, 224, 224, Bilinear}, // 2.14×: fused, some rows single-tap
+		{640, 480, 224, 224, Area},
+		{640, 480, 64, 300, Area},
+	} {
 		f := sensors.Format{Width: c.w, Height: c.h, Pixel: sensors.YUYV}
 		for _, threads := range []int{1, 3} {
 			p, err := New(Options{Filter: c.filter, Threads: threads, Out: Output{C: 3, H: c.oh, W: c.ow}})
