@@ -195,7 +195,7 @@ func TestThreadsIdentical(t *testing.T) {
 		for i, v := range variants {
 			for _, filter := range []string{Bilinear, Area} {
 				o := v
-				o.Filter, o.Out.H, o.Out.W = filter, 97, 131
+				o.Filter, o.Out.H, o.Out.W = filter, 161, 223
 				if i%2 == 1 {
 					o.Resize = Letterbox
 				}
@@ -211,6 +211,9 @@ func TestThreadsIdentical(t *testing.T) {
 						if _, err := p.Run(src, f, got[k]); err != nil {
 							t.Fatal(err)
 						}
+					}
+					if threads > 1 && len(p.plan.chunks) == 1 {
+						t.Fatalf("%s %s: one chunk", f, variantName(o))
 					}
 					p.Close()
 				}

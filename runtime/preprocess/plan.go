@@ -114,9 +114,10 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 
 	// Chunks split the image rows evenly, a few per thread so that a
 	// thread that starts late still gets a share; padding rows go to the
-	// first and last chunk. One thread takes the frame as one chunk.
+	// first and last chunk. One thread, or a frame too small to be worth
+	// waking another, takes the frame as one chunk.
 	n := 1
-	if threads > 1 {
+	if threads > 1 && pl.conversions() >= minParallel {
 		n = max(1, min(pl.ih, 4*threads))
 	}
 	pl.chunks = make([][2]int, n)
@@ -126,6 +127,21 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	pl.chunks[0][0] = 0
 	pl.chunks[n-1][1] = o.Out.H
 	return pl
+}
+
+// minParallel is the number of source pixel conversions (about 0.15 ms
+// on one core) below which a frame runs on the caller alone: waking a
+// worker costs more than it saves.
+const minParallel = 1 << 16
+
+// conversions estimates the source pixels a frame converts: two per
+// column in each row read (bilinear), or every pixel of every row (area).
+func (pl *plan) conversions() int {
+	rows := min(pl.f.Height, len(pl.ySrc))
+	if pl.x2 != nil {
+		return 2 * pl.iw * rows
+	}
+	return pl.f.Width * rows
 }
 
 func maxTaps(t [][]Tap) int {

@@ -176,6 +176,34 @@ func TestRowsFilteredOnce(t *testing.T) {
 	}
 }
 
+// TestSmallFramesStayOnCaller: a frame with little work runs as one chunk
+// on the caller; a large one is split for the workers.
+func TestSmallFramesStayOnCaller(t *testing.T) {
+	for _, c := range []struct {
+		w, h, ow, oh int
+		filter       string
+		chunks       bool
+	}{
+		{640, 480, 64, 64, Bilinear, false},
+		{64, 48, 224, 224, Bilinear, false},
+		{1920, 1080, 224, 224, Bilinear, true},
+		{640, 480, 64, 64, Area, true},
+	} {
+		f := sensors.Format{Width: c.w, Height: c.h, Pixel: sensors.YUYV}
+		p, err := New(Options{Filter: c.filter, Threads: 4, Out: Output{C: 3, H: c.oh, W: c.ow}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Run(noise(f, 1), f, make([]byte, p.Options().Out.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(p.plan.chunks); (n > 1) != c.chunks {
+			t.Errorf("%+v: %d chunks", c, n)
+		}
+		p.Close()
+	}
+}
+
 func TestStretchKeepsLayout(t *testing.T) {
 	// Left half red, right half blue; bottom quarter green.
 	f := sensors.Format{Width: 640, Height: 480, Pixel: sensors.YUYV}
@@ -348,7 +376,8 @@ func TestNoAllocations(t *testing.T) {
 	f := sensors.Format{Width: 640, Height: 480, Pixel: sensors.YUYV}
 	src := noise(f, 1)
 	for _, o := range []Options{
-		{Resize: Letterbox, Out: Output{C: 3, H: 64, W: 64}},
+		{Resize: Letterbox, Out: Output{C: 3, H: 224, W: 224}},
+		{Out: Output{C: 1, H: 300, W: 400}},
 		{Filter: Area, Out: Output{C: 3, H: 64, W: 64, NHWC: true, Half: true}},
 	} {
 		for _, threads := range []int{1, 4} {
@@ -360,6 +389,9 @@ func TestNoAllocations(t *testing.T) {
 			dst := make([]byte, o.Out.Bytes())
 			if _, err := p.Run(src, f, dst); err != nil {
 				t.Fatal(err)
+			}
+			if threads > 1 && len(p.plan.chunks) == 1 {
+				t.Fatalf("%s %s: one chunk, the workers are not exercised", o.Filter, o.Out)
 			}
 			if n := testing.AllocsPerRun(20, func() { p.Run(src, f, dst) }); n != 0 {
 				t.Errorf("%s %s threads %d: %v allocations per frame", o.Filter, o.Out, threads, n)
