@@ -43,7 +43,7 @@ type Preprocessor struct {
 }
 
 // New validates o and returns a Preprocessor. Worker goroutines start on
-// the first frame that needs them.
+// the first frame that needs them and run until Close.
 func New(o Options) (*Preprocessor, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
