@@ -39,6 +39,10 @@ type plan struct {
 	yStart, ySrc []int32
 	yW           []float32
 	v2           bool
+	// fused: YUV source, 3 channels, bilinear both ways and no source row
+	// read by two output rows (the image shrinks 2× or more vertically):
+	// each output row is computed in one pass (fused.go).
+	fused bool
 
 	chunks [][2]int // output rows [lo, hi) claimed as a unit (pool.go)
 }
@@ -89,6 +93,10 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	pl.yStart = make([]int32, 0, pl.ih+1)
 	for _, t := range yt {
 		pl.yStart = append(pl.yStart, int32(len(pl.ySrc)))
+		pl.fused = pl.kind == kindYUV && o.Out.C == 3 && pl.x2 != nil && pl.v2
+		for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
+			pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
+		}
 		for _, tp := range t {
 			pl.ySrc = append(pl.ySrc, int32(tp.Src))
 			pl.yW = append(pl.yW, float32(tp.Weight*rowScale))
@@ -99,12 +107,17 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 		}
 	}
 	pl.yStart = append(pl.yStart, int32(len(pl.ySrc)))
+	pl.fused = pl.kind == kindYUV && o.Out.C == 3 && pl.x2 != nil && pl.v2
+	for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
+		pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
+	}
 
 	// Chunks split the image rows evenly, a few per thread so that a
 	// thread that starts late still gets a share; padding rows go to the
-	// first and last chunk. One thread takes the frame as one chunk.
+	// first and last chunk. One thread, or a frame too small to be worth
+	// waking another, takes the frame as one chunk.
 	n := 1
-	if threads > 1 {
+	if threads > 1 && pl.conversions() >= minParallel {
 		n = max(1, min(pl.ih, 4*threads))
 	}
 	pl.chunks = make([][2]int, n)
@@ -114,6 +127,21 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	pl.chunks[0][0] = 0
 	pl.chunks[n-1][1] = o.Out.H
 	return pl
+}
+
+// minParallel is the number of source pixel conversions (about 0.15 ms
+// on one core) below which a frame runs on the caller alone: waking a
+// worker costs more than it saves.
+const minParallel = 1 << 16
+
+// conversions estimates the source pixels a frame converts: two per
+// column in each row read (bilinear), or every pixel of every row (area).
+func (pl *plan) conversions() int {
+	rows := min(pl.f.Height, len(pl.ySrc))
+	if pl.x2 != nil {
+		return 2 * pl.iw * rows
+	}
+	return pl.f.Width * rows
 }
 
 func maxTaps(t [][]Tap) int {

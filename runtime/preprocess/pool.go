@@ -12,7 +12,7 @@ func (p *Preprocessor) runFrame() {
 	n := uint64(len(p.plan.chunks))
 	p.done.Store(0)
 	p.state.Store(n << 32) // publishes the frame: n chunks, next 0
-	if len(p.workers) > 1 {
+	if n > 1 {
 		p.startWorkers()
 		for _, w := range p.workers[1:] {
 			select {

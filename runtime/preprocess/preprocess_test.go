@@ -143,7 +143,13 @@ func TestRowsFilteredOnce(t *testing.T) {
 	for _, c := range []struct {
 		w, h, ow, oh int
 		filter       string
-	}{{64, 48, 224, 224, Bilinear}, {640, 480, 224, 224, Bilinear}, {640, 480, 224, 224, Area}, {640, 480, 64, 300, Area}} {
+	}{
+		{64, 48, 224, 224, Bilinear},   // upscale: rows shared by several output rows
+		{640, 480, 224, 300, Bilinear}, // 1.6×: a row shared by two output rows
+		{640, 480, 224, 224, Bilinear}, // 2.14×: fused, some rows single-tap
+		{640, 480, 224, 224, Area},
+		{640, 480, 64, 300, Area},
+	} {
 		f := sensors.Format{Width: c.w, Height: c.h, Pixel: sensors.YUYV}
 		for _, threads := range []int{1, 3} {
 			p, err := New(Options{Filter: c.filter, Threads: threads, Out: Output{C: 3, H: c.oh, W: c.ow}})
@@ -167,6 +173,34 @@ func TestRowsFilteredOnce(t *testing.T) {
 			}
 			p.Close()
 		}
+	}
+}
+
+// TestSmallFramesStayOnCaller: a frame with little work runs as one chunk
+// on the caller; a large one is split for the workers.
+func TestSmallFramesStayOnCaller(t *testing.T) {
+	for _, c := range []struct {
+		w, h, ow, oh int
+		filter       string
+		chunks       bool
+	}{
+		{640, 480, 64, 64, Bilinear, false},
+		{64, 48, 224, 224, Bilinear, false},
+		{1920, 1080, 224, 224, Bilinear, true},
+		{640, 480, 64, 64, Area, true},
+	} {
+		f := sensors.Format{Width: c.w, Height: c.h, Pixel: sensors.YUYV}
+		p, err := New(Options{Filter: c.filter, Threads: 4, Out: Output{C: 3, H: c.oh, W: c.ow}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Run(noise(f, 1), f, make([]byte, p.Options().Out.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(p.plan.chunks); (n > 1) != c.chunks {
+			t.Errorf("%+v: %d chunks", c, n)
+		}
+		p.Close()
 	}
 }
 
@@ -240,21 +274,46 @@ func TestLetterboxPadsAndMapsBack(t *testing.T) {
 	}
 }
 
+// TestNormaliseAndBGR: Mean and Std are in R, G, B order whatever the
+// output order; luma is normalised with index 0; letterbox padding goes
+// through the same normalisation. Both the fast path and the reference.
 func TestNormaliseAndBGR(t *testing.T) {
-	f := sensors.Format{Width: 4, Height: 4, Pixel: sensors.RGB24}
+	f := sensors.Format{Width: 8, Height: 4, Pixel: sensors.RGB24}
 	src := render(f, func(int, int) [3]uint8 { return [3]uint8{255, 128, 0} })
-	// Mean and Std follow the output channels: B, G, R.
-	out := Output{C: 3, H: 4, W: 4}
-	opt := Options{BGR: true, Scale: 1.0 / 255, Mean: [3]float32{0.406, 0.456, 0.485}, Std: [3]float32{0.225, 0.224, 0.229}, Out: out}
-	dst, _ := runFast(t, opt, src, f)
-	want := [3]float32{
-		(0 - 0.406) / 0.225,         // B first
-		(128.0/255 - 0.456) / 0.224, // G
-		(1 - 0.485) / 0.229,         // R last
-	}
-	for ch := 0; ch < 3; ch++ {
-		if got := dst[ch*16]; math.Abs(float64(got-want[ch])) > 1e-4 {
-			t.Errorf("channel %d = %v, want %v", ch, got, want[ch])
+	mean, std := [3]float32{0.485, 0.456, 0.406}, [3]float32{0.229, 0.224, 0.225}
+	norm := func(v float32, k int) float32 { return (v/255 - mean[k]) / std[k] }
+	for _, c := range []struct {
+		out  Output
+		bgr  bool
+		want [3]float32 // image pixel per output channel
+		pad  [3]float32
+	}{
+		{Output{C: 3, H: 8, W: 8}, true, // B, G, R
+			[3]float32{norm(0, 2), norm(128, 1), norm(255, 0)},
+			[3]float32{norm(PadValue, 2), norm(PadValue, 1), norm(PadValue, 0)}},
+		{Output{C: 3, H: 8, W: 8, NHWC: true}, false,
+			[3]float32{norm(255, 0), norm(128, 1), norm(0, 2)},
+			[3]float32{norm(PadValue, 0), norm(PadValue, 1), norm(PadValue, 2)}},
+		{Output{C: 1, H: 8, W: 8}, true,
+			[3]float32{norm(0.299*255+0.587*128, 0)},
+			[3]float32{norm(PadValue, 0)}},
+	} {
+		o := Options{Resize: Letterbox, BGR: c.bgr, Scale: 1.0 / 255, Mean: mean, Std: std, Out: c.out}
+		fast, _ := runFast(t, o, src, f)
+		ref := make([]byte, o.Out.Bytes())
+		if _, err := reference(src, f, o, ref); err != nil {
+			t.Fatal(err)
+		}
+		// 8x4 letterboxed into 8x8: rows 0-1 and 6-7 are padding.
+		for name, got := range map[string][]float32{"fast": fast, "reference": decode(ref, o.Out)} {
+			for ch := 0; ch < c.out.C; ch++ {
+				if v := got[c.out.Index(ch, 4, 3)]; math.Abs(float64(v-c.want[ch])) > 2e-4 {
+					t.Errorf("%s %s bgr=%v: channel %d = %v, want %v", name, c.out, c.bgr, ch, v, c.want[ch])
+				}
+				if v := got[c.out.Index(ch, 0, 3)]; math.Abs(float64(v-c.pad[ch])) > 2e-4 {
+					t.Errorf("%s %s bgr=%v: channel %d padding = %v, want %v", name, c.out, c.bgr, ch, v, c.pad[ch])
+				}
+			}
 		}
 	}
 }
@@ -342,7 +401,8 @@ func TestNoAllocations(t *testing.T) {
 	f := sensors.Format{Width: 640, Height: 480, Pixel: sensors.YUYV}
 	src := noise(f, 1)
 	for _, o := range []Options{
-		{Resize: Letterbox, Out: Output{C: 3, H: 64, W: 64}},
+		{Resize: Letterbox, Out: Output{C: 3, H: 224, W: 224}},
+		{Out: Output{C: 1, H: 300, W: 400}},
 		{Filter: Area, Out: Output{C: 3, H: 64, W: 64, NHWC: true, Half: true}},
 	} {
 		for _, threads := range []int{1, 4} {
@@ -354,6 +414,9 @@ func TestNoAllocations(t *testing.T) {
 			dst := make([]byte, o.Out.Bytes())
 			if _, err := p.Run(src, f, dst); err != nil {
 				t.Fatal(err)
+			}
+			if threads > 1 && len(p.plan.chunks) == 1 {
+				t.Fatalf("%s %s: one chunk, the workers are not exercised", o.Filter, o.Out)
 			}
 			if n := testing.AllocsPerRun(20, func() { p.Run(src, f, dst) }); n != 0 {
 				t.Errorf("%s %s threads %d: %v allocations per frame", o.Filter, o.Out, threads, n)

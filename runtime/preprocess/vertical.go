@@ -1,6 +1,6 @@
 package preprocess
 
-// The vertical passes combine horizontally filtered rows (RGB·2^20,
+// The vertical passes combine horizontally filtered rows (RGB·2^22,
 // interleaved) into one output row and apply the affine. g and bias are
 // per RGB channel (already in the output channel's normalisation, or the
 // luma weights times it); the row weights carry rowScale.

@@ -59,16 +59,24 @@ func (w *worker) filtered(j int32, keep int) ([]int32, int) {
 	return w.hrow[s], s
 }
 
-// filter runs the horizontal pass over source row j.
-func (w *worker) filter(j int, out []int32) {
+// lines returns the bytes of source row j: its line, and the line its
+// chroma is in (the same line but for NV12).
+func (w *worker) lines(j int) (yl, cl []byte) {
 	p, pl := w.p, w.p.plan
-	w.filters++
-	yl := p.src[j*pl.stride : j*pl.stride+pl.yLine]
-	cl := yl
+	yl = p.src[j*pl.stride : j*pl.stride+pl.yLine]
+	cl = yl
 	if pl.cBase > 0 {
 		o := pl.cBase + j/2*pl.stride
 		cl = p.src[o : o+pl.cLine]
 	}
+	return yl, cl
+}
+
+// filter runs the horizontal pass over source row j.
+func (w *worker) filter(j int, out []int32) {
+	p, pl := w.p, w.p.plan
+	w.filters++
+	yl, cl := w.lines(j)
 	if pl.x2 != nil {
 		switch pl.kind {
 		case kindYUV:
@@ -116,19 +124,27 @@ func (w *worker) imageRow(y int) {
 	}
 	i := y - pl.g.Y0
 	t0, t1 := pl.yStart[i], pl.yStart[i+1]
+	var c0, c1 [3]float32 // 2-tap vertical weights times the gains
 	if pl.v2 {
-		top, s := w.filtered(pl.ySrc[t0], -1)
-		bot, _ := w.filtered(pl.ySrc[t0+1], s)
-		var c0, c1 [3]float32
 		for k := range 3 {
 			c0[k], c1[k] = p.gain[k]*pl.yW[t0], p.gain[k]*pl.yW[t0+1]
 		}
+	}
+	switch {
+	case pl.fused && pl.ySrc[t0] != pl.ySrc[t0+1]: // (one source row: cached pass)
+		yt, ct := w.lines(int(pl.ySrc[t0]))
+		yb, cb := w.lines(int(pl.ySrc[t0+1]))
+		w.filters += 2
+		fusedYUV(yt, ct, yb, cb, pl.x2, p.yuv, &c0, &c1, &p.bias, d[p.chOf[0]], d[p.chOf[1]], d[p.chOf[2]])
+	case pl.v2:
+		top, s := w.filtered(pl.ySrc[t0], -1)
+		bot, _ := w.filtered(pl.ySrc[t0+1], s)
 		if out.C == 1 {
 			v2Luma(top, bot, &c0, &c1, p.bias[0], d[0])
 		} else {
 			v2RGB(top, bot, &c0, &c1, &p.bias, d[p.chOf[0]], d[p.chOf[1]], d[p.chOf[2]])
 		}
-	} else {
+	default:
 		for t := t0; t < t1; t++ {
 			h, _ := w.filtered(pl.ySrc[t], -1)
 			if t == t0 {
