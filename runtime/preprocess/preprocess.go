@@ -20,10 +20,9 @@ type Preprocessor struct {
 	opt    Options
 	closed bool
 	yuv    *yuvTable
-	// Per RGB channel: its normalisation (Affine: Mean and Std are in R,
-	// G, B order) and the output channel it lands in (BGR reverses the
-	// order). With one output channel the gain is the luma weight times
-	// Affine's index 0 and the bias is index 0's.
+	// Per RGB channel: the gain and bias of the output channel it lands
+	// in, and that channel (BGR reverses the order). With one output
+	// channel the gain is the luma weight times channel 0's gain.
 	gain, bias [3]float32
 	chOf       [3]int
 	padF       [3]float32 // padding per output channel
@@ -71,14 +70,11 @@ func New(o Options) (*Preprocessor, error) {
 		}
 		if o.Out.C == 1 {
 			p.gain[k], p.bias[k] = luma[k]*a[0], b[0]
-			p.padF[0] = PadValue*a[0] + b[0]
 		} else {
-			p.gain[k], p.bias[k], p.chOf[k] = a[k], b[k], ch
-			p.padF[ch] = PadValue*a[k] + b[k]
+			p.gain[k], p.bias[k], p.chOf[k] = a[ch], b[ch], ch
 		}
-	}
-	for ch := range 3 {
-		p.padH[ch] = Half(p.padF[ch])
+		p.padF[k] = PadValue*a[k] + b[k]
+		p.padH[k] = Half(p.padF[k])
 	}
 	p.workers = make([]*worker, o.Threads)
 	for i := range p.workers {

@@ -10,7 +10,7 @@ import (
 // reference computes the function Options defines, written for clarity
 // rather than speed: every output pixel is the Taps-weighted sum of source
 // pixels converted one by one with Coeffs.RGB, then channel selection (or
-// luma), then Affine of the RGB channel (index 0 for luma). The fast path and the GPU kernels are tested
+// luma), then Affine. The fast path and the GPU kernels are tested
 // against it. dst receives the tensor in native byte order.
 func reference(src []byte, f sensors.Format, o Options, dst []byte) (Transform, error) {
 	if err := o.Validate(); err != nil {
@@ -42,24 +42,18 @@ func reference(src []byte, f sensors.Format, o Options, dst []byte) (Transform, 
 				}
 			}
 			for ch := 0; ch < o.Out.C; ch++ {
-				k := rgbChannel(o, ch) // Mean and Std follow R, G, B
-				v := rgb[k]
-				if o.Out.C == 1 {
+				v := rgb[ch]
+				switch {
+				case o.Out.C == 1:
 					v = 0.299*rgb[0] + 0.587*rgb[1] + 0.114*rgb[2]
+				case o.BGR:
+					v = rgb[2-ch]
 				}
-				refPut(dst, o.Out, o.Out.Index(ch, y, x), float32(v)*a[k]+b[k])
+				refPut(dst, o.Out, o.Out.Index(ch, y, x), float32(v)*a[ch]+b[ch])
 			}
 		}
 	}
 	return g.Transform, nil
-}
-
-// rgbChannel is the RGB channel output channel ch holds (0 for luma).
-func rgbChannel(o Options, ch int) int {
-	if o.BGR && o.Out.C == 3 {
-		return 2 - ch
-	}
-	return ch
 }
 
 // refPut stores element i of the tensor in native byte order.
