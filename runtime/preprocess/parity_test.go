@@ -15,7 +15,7 @@ var imageNet = struct{ mean, std [3]float32 }{[3]float32{0.485, 0.456, 0.406}, [
 // parity tests combine them with every format, resize and filter.
 var variants = []Options{
 	{Matrix: BT601, Mean: imageNet.mean, Std: imageNet.std, Out: Output{C: 3}},
-	{Matrix: BT709, BGR: true, Out: Output{C: 3, NHWC: true}},
+	{Matrix: BT709, BGR: true, Mean: imageNet.mean, Std: imageNet.std, Out: Output{C: 3, NHWC: true}},
 	{Matrix: BT601, FullRange: true, Mean: imageNet.mean, Std: imageNet.std, Out: Output{C: 3, Half: true}},
 	{Matrix: BT709, FullRange: true, BGR: true, Out: Output{C: 3, NHWC: true, Half: true}},
 	{Matrix: BT601, Mean: [3]float32{0.5}, Std: [3]float32{0.25}, Out: Output{C: 1}},

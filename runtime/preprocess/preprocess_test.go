@@ -274,21 +274,46 @@ func TestLetterboxPadsAndMapsBack(t *testing.T) {
 	}
 }
 
+// TestNormaliseAndBGR: Mean and Std follow the engine's channels (B, G, R
+// with BGR); luma is normalised with index 0; letterbox padding goes
+// through the same normalisation. Both the fast path and the reference.
 func TestNormaliseAndBGR(t *testing.T) {
-	f := sensors.Format{Width: 4, Height: 4, Pixel: sensors.RGB24}
+	f := sensors.Format{Width: 8, Height: 4, Pixel: sensors.RGB24}
 	src := render(f, func(int, int) [3]uint8 { return [3]uint8{255, 128, 0} })
-	// Mean and Std follow the output channels: B, G, R.
-	out := Output{C: 3, H: 4, W: 4}
-	opt := Options{BGR: true, Scale: 1.0 / 255, Mean: [3]float32{0.406, 0.456, 0.485}, Std: [3]float32{0.225, 0.224, 0.229}, Out: out}
-	dst, _ := runFast(t, opt, src, f)
-	want := [3]float32{
-		(0 - 0.406) / 0.225,         // B first
-		(128.0/255 - 0.456) / 0.224, // G
-		(1 - 0.485) / 0.229,         // R last
-	}
-	for ch := 0; ch < 3; ch++ {
-		if got := dst[ch*16]; math.Abs(float64(got-want[ch])) > 1e-4 {
-			t.Errorf("channel %d = %v, want %v", ch, got, want[ch])
+	mean, std := [3]float32{0.406, 0.456, 0.485}, [3]float32{0.225, 0.224, 0.229}
+	norm := func(v float32, j int) float32 { return (v/255 - mean[j]) / std[j] }
+	for _, c := range []struct {
+		out  Output
+		bgr  bool
+		want [3]float32 // image pixel per output channel
+		pad  [3]float32
+	}{
+		{Output{C: 3, H: 8, W: 8}, true, // B, G, R, each with its own mean/std
+			[3]float32{norm(0, 0), norm(128, 1), norm(255, 2)},
+			[3]float32{norm(PadValue, 0), norm(PadValue, 1), norm(PadValue, 2)}},
+		{Output{C: 3, H: 8, W: 8, NHWC: true}, false,
+			[3]float32{norm(255, 0), norm(128, 1), norm(0, 2)},
+			[3]float32{norm(PadValue, 0), norm(PadValue, 1), norm(PadValue, 2)}},
+		{Output{C: 1, H: 8, W: 8}, true,
+			[3]float32{norm(0.299*255+0.587*128, 0)},
+			[3]float32{norm(PadValue, 0)}},
+	} {
+		o := Options{Resize: Letterbox, BGR: c.bgr, Scale: 1.0 / 255, Mean: mean, Std: std, Out: c.out}
+		fast, _ := runFast(t, o, src, f)
+		ref := make([]byte, o.Out.Bytes())
+		if _, err := reference(src, f, o, ref); err != nil {
+			t.Fatal(err)
+		}
+		// 8x4 letterboxed into 8x8: rows 0-1 and 6-7 are padding.
+		for name, got := range map[string][]float32{"fast": fast, "reference": decode(ref, o.Out)} {
+			for ch := 0; ch < c.out.C; ch++ {
+				if v := got[c.out.Index(ch, 4, 3)]; math.Abs(float64(v-c.want[ch])) > 2e-4 {
+					t.Errorf("%s %s bgr=%v: channel %d = %v, want %v", name, c.out, c.bgr, ch, v, c.want[ch])
+				}
+				if v := got[c.out.Index(ch, 0, 3)]; math.Abs(float64(v-c.pad[ch])) > 2e-4 {
+					t.Errorf("%s %s bgr=%v: channel %d padding = %v, want %v", name, c.out, c.bgr, ch, v, c.pad[ch])
+				}
+			}
 		}
 	}
 }
