@@ -65,6 +65,7 @@ type pipeline struct {
 	stats pipelineStats
 	rate  rateMeter
 	errs  rateLog
+	life  pipelineLife // reload keys and the two goroutines (graph.go)
 }
 
 type pipelineStats struct {

@@ -39,8 +39,12 @@ func stateDir(c *Config) string {
 // goroutine, so a power cut leaves the old copy or the new one, never a
 // torn file.
 type lastGood struct {
-	dir string
-	log *slog.Logger
+	root string // the state folder
+	dir  string
+	log  *slog.Logger
+
+	cancel  context.CancelFunc // while started
+	stopped chan struct{}
 
 	mu      sync.Mutex
 	pending map[string]saveJob // model name -> newest job
@@ -59,7 +63,28 @@ type saveJob struct {
 }
 
 func newLastGood(dir string, log *slog.Logger) *lastGood {
-	return &lastGood{dir: filepath.Join(dir, "last-good"), log: log, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
+	return &lastGood{root: dir, dir: filepath.Join(dir, "last-good"), log: log, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
+}
+
+// start runs the writer goroutine until stop.
+func (l *lastGood) start() {
+	if l.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.stopped = cancel, make(chan struct{})
+	go func() { defer close(l.stopped); l.run(ctx) }()
+}
+
+// stop ends the writer goroutine (a copy being written is finished first)
+// and waits for it.
+func (l *lastGood) stop() {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.stopped
+	l.cancel = nil
 }
 
 // run writes copies until ctx is done.
