@@ -152,7 +152,10 @@ func (d *daemon) run(ctx context.Context) error {
 	if addr := d.cfg.Daemon.MetricsListen; addr != "" {
 		stopMetrics, err := d.serveMetrics(ctx, addr)
 		if err != nil {
-			return fmt.Errorf("%w: daemon.metrics_listen: %w", ErrConfig, err)
+			// The address was validated with the configuration: what is
+			// left (in use, an address not up yet) may go away, so this is
+			// a runtime failure (exit 1, retried), not ErrConfig (78).
+			return fmt.Errorf("daemon.metrics_listen: %w", err)
 		}
 		defer stopMetrics()
 	}
