@@ -340,6 +340,14 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode recon
 		next.pipelines = append(next.pipelines, p)
 	}
 
+	// Frame pools and engines must fit in memory (with what base holds,
+	// which a reload frees) before anything is allocated.
+	if !restoring {
+		if err := d.checkMemory(base, next); err != nil {
+			return nil, err
+		}
+	}
+
 	// Engines: load what does not carry over (a changed model goes
 	// through the same validation and warm-up as a hot reload), then bind
 	// the rebuilt pipelines to the engines they carried over.
