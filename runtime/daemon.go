@@ -196,6 +196,7 @@ func (d *daemon) run(ctx context.Context) error {
 			if wd > 0 && healthy {
 				d.notify.send("WATCHDOG=1")
 			}
+			d.checkRates()
 			if time.Since(lastStatus) >= 5*time.Second {
 				lastStatus = time.Now()
 				d.refreshStatus()
@@ -454,9 +455,9 @@ func (d *daemon) refreshStatus() {
 				info = fmt.Sprintf(" model %s gen %d %s", gen.Model, gen.Number, gen.SHAPrefix())
 			}
 			if fps := p.fps(); fps > 0 {
-				parts = append(parts, fmt.Sprintf("%s %.1f fps%s", p.cfg.Name, fps, info))
+				parts = append(parts, fmt.Sprintf("%s %.1f fps%s%s", p.cfg.Name, fps, info, p.slowStatus()))
 			} else {
-				parts = append(parts, fmt.Sprintf("%s producing results%s", p.cfg.Name, info))
+				parts = append(parts, fmt.Sprintf("%s producing results%s%s", p.cfg.Name, info, p.slowStatus()))
 			}
 		}
 	}
