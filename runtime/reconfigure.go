@@ -432,18 +432,20 @@ func (d *daemon) commit(base, next *graph, mode reconfig) error {
 	var stopping []*pipeline
 	keptPipes := []*pipeline{}
 	for _, p := range base.pipelines {
-		if in.pipes[p] {
+		switch {
+		case in.pipes[p]:
 			keptPipes = append(keptPipes, p)
-		} else {
+		case p.running(): // restoring: those replaced stopped already
 			stopping = append(stopping, p)
 		}
 	}
 	var stoppingSensors []*sensorEntry
 	keptSensors := map[string]*sensorEntry{}
 	for name, e := range base.sensors {
-		if in.sensors[e] {
+		switch {
+		case in.sensors[e]:
 			keptSensors[name] = e
-		} else {
+		case e.running():
 			stoppingSensors = append(stoppingSensors, e)
 		}
 	}

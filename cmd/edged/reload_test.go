@@ -376,6 +376,9 @@ path = %q
 		return false
 	})
 	waitLog(t, d, "reload failed")
+	if n := strings.Count(d.stderr.String(), "pipeline stopped for the new configuration"); n != 1 {
+		t.Errorf("the pipeline was stopped %d times, want once (the restore found it stopped)", n)
+	}
 	time.Sleep(300 * time.Millisecond) // a ping already under way
 	pings := count(n.all(), "WATCHDOG=1")
 	time.Sleep(time.Second) // 10 watchdog periods
