@@ -253,7 +253,7 @@ func (d *daemon) reload(ctx context.Context, cfg *Config) error {
 	}
 	if err := d.reconfigure(ctx, cfg); err != nil {
 		d.publishStatus("config_rejected", "", cfg.File, err.Error())
-		return fmt.Errorf("reload failed: %w", err)
+		return err
 	}
 	d.log.Info("configuration reloaded", "file", cfg.File)
 	d.publishStatus("config_reloaded", "", cfg.File, "")
