@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -248,9 +249,7 @@ func (c *Config) validate(idx *keyIndex) []Problem {
 	if d.MaxModelBytes < 1<<20 {
 		k.add("daemon.max_model_bytes", "must be at least 1048576 (1 MiB): it is the largest model file edged reads, in bytes")
 	}
-	if d.MetricsListen != "" && !strings.HasPrefix(d.MetricsListen, "unix:") && !strings.Contains(d.MetricsListen, ":") {
-		k.add("daemon.metrics_listen", "%q is neither host:port nor unix:/path", d.MetricsListen)
-	}
+	checkMetricsListen(k, d.MetricsListen)
 	if _, err := umem.ParseStrategy(c.GPU.Memory); err != nil {
 		k.add("gpu.memory", "%q is not one of \"auto\", \"managed\", \"pinned\", \"mapped\", \"device\", \"host\"", c.GPU.Memory)
 	}
@@ -286,6 +285,30 @@ func (c *Config) validate(idx *keyIndex) []Problem {
 		c.checkPipeline(k, i)
 	}
 	return k.probs
+}
+
+// checkMetricsListen catches every daemon.metrics_listen that cannot be
+// right, so that a listen failure at run time (an address in use, a
+// network not up yet) is a runtime condition, not a configuration error.
+func checkMetricsListen(k *checker, a string) {
+	const key = "daemon.metrics_listen"
+	if a == "" {
+		return
+	}
+	if p, ok := strings.CutPrefix(a, "unix:"); ok {
+		if p == "" {
+			k.add(key, "%q names no socket path (use \"unix:/run/edged/metrics.sock\")", a)
+		}
+		return
+	}
+	_, port, err := net.SplitHostPort(a)
+	if err != nil || port == "" {
+		k.add(key, "%q is neither host:port nor unix:/path (e.g. \"127.0.0.1:9464\")", a)
+		return
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		k.add(key, "%q: port %q is not a port number (0-65535) or service name", a, port)
+	}
 }
 
 func (c *Config) checkSource(k *checker, i int) {

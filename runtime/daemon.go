@@ -87,6 +87,7 @@ func New(opts Options) (*Daemon, error) {
 		sinks:     map[string]*sinkEntry{},
 		stalled:   map[string]bool{},
 	}
+	d.graph = newGraph(d, opts.Config) // never nil: empty until Run builds it
 	return &Daemon{d}, nil
 }
 
@@ -96,9 +97,11 @@ func New(opts Options) (*Daemon, error) {
 // fault.
 func (dd *Daemon) Run(ctx context.Context) error { return dd.d.run(ctx) }
 
-// Reload replaces the configuration (SIGHUP). An invalid configuration was
-// already rejected by the loader; if the new one fails to start, the old one
-// is started again and the error returned.
+// Reload replaces the configuration (SIGHUP) as a transaction: what did not
+// change keeps running, what changed is prepared beside it and replaces it
+// only once ready (see reconfig). An invalid configuration was already
+// rejected by the loader; if the new one fails, the running one is kept or
+// restored and the error returned.
 func (dd *Daemon) Reload(ctx context.Context, cfg *Config) error {
 	req := reloadRequest{cfg: cfg, done: make(chan error, 1)}
 	select {
@@ -149,7 +152,10 @@ func (d *daemon) run(ctx context.Context) error {
 	if addr := d.cfg.Daemon.MetricsListen; addr != "" {
 		stopMetrics, err := d.serveMetrics(ctx, addr)
 		if err != nil {
-			return fmt.Errorf("%w: daemon.metrics_listen: %w", ErrConfig, err)
+			// The address was validated with the configuration: what is
+			// left (in use, an address not up yet) may go away, so this is
+			// a runtime failure (exit 1, retried), not ErrConfig (78).
+			return fmt.Errorf("daemon.metrics_listen: %w", err)
 		}
 		defer stopMetrics()
 	}
@@ -158,14 +164,10 @@ func (d *daemon) run(ctx context.Context) error {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
 	}
-	g, err := d.startGraph(ctx, d.cfg)
-	if err != nil {
+	if err := d.start(ctx, d.cfg); err != nil {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
 	}
-	d.mu.Lock()
-	d.graph = g
-	d.mu.Unlock()
 	d.refreshStatus()
 
 	wd := d.opts.WatchdogInterval
@@ -188,15 +190,13 @@ func (d *daemon) run(ctx context.Context) error {
 		case req := <-d.reloadReq:
 			req.done <- d.reload(ctx, req.cfg)
 		case <-d.engineReq:
-			d.mu.Lock()
-			g := d.graph
-			d.mu.Unlock()
-			g.triggerEngines()
+			d.currentGraph().triggerEngines()
 		case <-ticker.C:
 			healthy := d.checkHealth()
 			if wd > 0 && healthy {
 				d.notify.send("WATCHDOG=1")
 			}
+			d.checkRates()
 			if time.Since(lastStatus) >= 5*time.Second {
 				lastStatus = time.Now()
 				d.refreshStatus()
@@ -214,16 +214,10 @@ func (d *daemon) stop() error {
 	d.notify.status("stopping")
 	d.publishStatus("stopping", "", "", "")
 	d.log.Info("stopping", "budget", budget.String())
-	d.mu.Lock()
-	g := d.graph
-	d.graph = nil
-	d.mu.Unlock()
+	g := d.currentGraph()
+	d.setGraph(newGraph(d, g.cfg), false)
+	d.release(g, d.currentGraph(), deadline) // logs what did not stop in time
 	var errs []error
-	if g != nil {
-		if err := g.stop(deadline); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	if err := d.stopSinks(deadline); err != nil {
 		errs = append(errs, err)
 	}
@@ -238,10 +232,13 @@ func (d *daemon) reload(ctx context.Context, cfg *Config) error {
 	d.notify.send("RELOADING=1", monotonicUsec())
 	d.notify.status("reloading configuration")
 	defer func() {
+		// The reload is over (RELOADING=1 needs its READY=1), whatever
+		// came of it: when a pipeline could not be restored, STATUS= says
+		// so and the watchdog pings stay withheld.
 		d.notify.send("READY=1")
 		d.refreshStatus()
 	}()
-	if equalConfig(d.cfg, cfg) {
+	if equalConfig(d.cfg, cfg) && len(d.currentGraph().failed) == 0 {
 		d.log.Info("configuration unchanged; re-checking engine files")
 		d.triggerEngines()
 		return nil
@@ -251,34 +248,11 @@ func (d *daemon) reload(ctx context.Context, cfg *Config) error {
 		d.log.Warn("daemon.metrics_listen changed; the metrics server keeps its address until edged restarts",
 			"running", old.Daemon.MetricsListen, "configured", cfg.Daemon.MetricsListen)
 	}
-	d.mu.Lock()
-	g := d.graph
-	d.graph = nil
-	d.ready = false
-	d.mu.Unlock()
-	deadline := time.Now().Add(old.Daemon.StopTimeout.Duration)
-	if g != nil {
-		g.stop(deadline)
+	if o, n := old.GPU, cfg.GPU; o.Device != n.Device || o.Memory != n.Memory || o.Strict != n.Strict {
+		d.log.Warn("gpu.device, gpu.memory or gpu.strict changed; the device and memory strategy are chosen once and keep until edged restarts")
 	}
-	start := func(c *Config) error {
-		if err := d.startSinks(c); err != nil {
-			return err
-		}
-		ng, err := d.startGraph(ctx, c)
-		if err != nil {
-			return err
-		}
-		d.mu.Lock()
-		d.graph, d.cfg = ng, c
-		d.mu.Unlock()
-		return nil
-	}
-	if err := start(cfg); err != nil {
-		d.log.Error("new configuration failed to start; restoring the previous one", "err", err)
+	if err := d.reconfigure(ctx, cfg); err != nil {
 		d.publishStatus("config_rejected", "", cfg.File, err.Error())
-		if err2 := start(old); err2 != nil {
-			return fmt.Errorf("reload failed (%w) and the previous configuration failed to restart: %w", err, err2)
-		}
 		return err
 	}
 	d.log.Info("configuration reloaded", "file", cfg.File)
@@ -416,16 +390,14 @@ func (d *daemon) publish(rec *stream.Record) {
 
 // checkHealth reports whether every loop made progress within the stall
 // budget; a wedged pipeline withholds the watchdog pings.
+// A pipeline that could not be started (failed) withholds them too: the
+// daemon cannot do what its configuration says, and a restart is the way
+// back.
 func (d *daemon) checkHealth() bool {
-	d.mu.Lock()
-	g := d.graph
-	d.mu.Unlock()
-	if g == nil {
-		return true
-	}
+	g := d.currentGraph()
 	limit := int64(g.cfg.Daemon.StallTimeout.Duration)
 	now := monoNow()
-	healthy := true
+	healthy := len(g.failed) == 0
 	for _, p := range g.pipelines {
 		for _, st := range []struct {
 			loop  string
@@ -456,11 +428,16 @@ func (d *daemon) checkHealth() bool {
 // refreshStatus sends READY=1 once every pipeline is running or waiting
 // for its source, and a STATUS= line a person can read.
 func (d *daemon) refreshStatus() {
-	d.mu.Lock()
-	g := d.graph
-	d.mu.Unlock()
-	if g == nil {
+	g := d.currentGraph()
+	if g.transitional {
+		return // parts are being replaced; reload says so
+	}
+	if len(g.failed) > 0 {
+		d.notify.status("%s", failedStatus(g))
 		return
+	}
+	if len(g.pipelines) == 0 {
+		return // not built yet
 	}
 	allSettled := true
 	var parts []string
@@ -479,9 +456,9 @@ func (d *daemon) refreshStatus() {
 				info = fmt.Sprintf(" model %s gen %d %s", gen.Model, gen.Number, gen.SHAPrefix())
 			}
 			if fps := p.fps(); fps > 0 {
-				parts = append(parts, fmt.Sprintf("%s %.1f fps%s", p.cfg.Name, fps, info))
+				parts = append(parts, fmt.Sprintf("%s %.1f fps%s%s", p.cfg.Name, fps, info, p.slowStatus()))
 			} else {
-				parts = append(parts, fmt.Sprintf("%s producing results%s", p.cfg.Name, info))
+				parts = append(parts, fmt.Sprintf("%s producing results%s%s", p.cfg.Name, info, p.slowStatus()))
 			}
 		}
 	}
@@ -499,6 +476,24 @@ func (d *daemon) refreshStatus() {
 		return
 	}
 	d.notify.status("%s", line)
+}
+
+// failedStatus is the STATUS= line of a graph with failed pipelines.
+func failedStatus(g *graph) string {
+	var failed, running []string
+	for name, f := range g.failed {
+		failed = append(failed, fmt.Sprintf("pipeline %s cannot run (%v)", name, f.err))
+	}
+	for _, p := range g.pipelines {
+		running = append(running, p.cfg.Name)
+	}
+	sort.Strings(failed)
+	sort.Strings(running)
+	line := "FAILED: " + strings.Join(failed, "; ")
+	if len(running) > 0 {
+		line += "; still running: " + strings.Join(running, ", ")
+	}
+	return line + "; watchdog pings withheld so that systemd restarts edged (SIGHUP retries)"
 }
 
 // equalConfig compares two configurations by their effective values.

@@ -45,6 +45,10 @@ type Factories struct {
 	// Sink builds a sink. inherited is the socket-activated listener for
 	// this sink, or nil.
 	Sink func(s *SinkConfig, cfg *Config, inherited net.Listener, control ControlFunc) (Sink, error)
+	// DeviceMemory reports a discrete GPU's free and total memory, where
+	// TensorRT engines live; ok is false when there is none (no GPU, or
+	// Jetson, whose GPU memory is the system's). nil means none.
+	DeviceMemory func() (free, total uint64, ok bool)
 }
 
 // ControlFunc handles a request a client sent on a sink (e.g. "reload").

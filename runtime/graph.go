@@ -6,10 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,34 +20,60 @@ import (
 )
 
 // graph is everything built from one configuration except the sinks:
-// sensor sources, models and pipelines. It is replaced as a whole on a
-// configuration reload.
+// sensor sources, models and pipelines. A configuration reload builds the
+// next graph from the running one (reconfigure.go): every part whose
+// configuration did not change is moved into it as it is, still running,
+// and each part owns its goroutines, so it can be stopped alone.
 type graph struct {
 	d         *daemon
 	cfg       *Config
-	pipelines []*pipeline
-	sensors   map[string]*sensorEntry
-	models    map[string]*model
-	lastGood  *lastGood // nil when there is no state_dir
+	pipelines []*pipeline // running
+	// failed holds the pipelines of cfg that could not be started (only
+	// after a reload whose new configuration failed and whose previous
+	// one could not be fully restored). While it is not empty the daemon
+	// is unhealthy: no watchdog pings, /readyz and /livez fail.
+	failed   map[string]*failedPipeline
+	sensors  map[string]*sensorEntry
+	models   map[string]*model
+	lastGood *lastGood // nil when there is no state_dir
+	// transitional marks the graph published while a reload replaces
+	// parts: it holds what keeps running and announces nothing.
+	transitional bool
+}
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+type failedPipeline struct {
+	p   *pipeline // not running; its Hot keeps the engine for the next attempt
+	err error
+}
+
+func newGraph(d *daemon, c *Config) *graph {
+	return &graph{d: d, cfg: c, failed: map[string]*failedPipeline{}, sensors: map[string]*sensorEntry{}, models: map[string]*model{}}
 }
 
 type sensorEntry struct {
 	cfg  *SourceConfig
+	key  string // configKey of cfg: an unchanged sensor keeps running across a reload
 	src  sensors.SampleSource
 	ring *sensors.Ring
 	up   atomic.Bool // written by the sensor's goroutine, read by /metrics
+
+	cancel  context.CancelFunc // nil until started
+	done    chan struct{}
+	stopped bool
 }
+
+func (e *sensorEntry) running() bool { return e.cancel != nil && !e.stopped }
 
 // model is one [[model]] and the pipelines (targets) using it.
 type model struct {
 	cfg     *ModelConfig
+	key     string // modelKey: a model whose key is unchanged is kept as it is across a reload
+	bkey    string // backendKey: its backend may be reused when unchanged
 	path    string // resolved; "" for built-in models
 	backend trt.Backend
-	targets []*pipeline
+	targets []*pipeline // at load time
 	watch   modelWatcher
+	started bool // watch started
 	// maxBytes is daemon.max_model_bytes.
 	maxBytes int64
 }
@@ -60,74 +84,20 @@ type modelWatcher interface {
 	Close() error
 }
 
-func (d *daemon) startGraph(parent context.Context, c *Config) (_ *graph, err error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &graph{d: d, cfg: c, sensors: map[string]*sensorEntry{}, models: map[string]*model{}, cancel: cancel}
-	if dir := stateDir(c); dir != "" {
-		g.lastGood = newLastGood(dir, d.log, c.Daemon.MaxModelBytes)
-		g.wg.Add(1)
-		go func() { defer g.wg.Done(); g.lastGood.run(ctx) }()
-	}
-	defer func() {
-		if err != nil {
-			g.stop(time.Now().Add(c.Daemon.StopTimeout.Duration))
-		}
-	}()
-	// Serial sensors used by pipelines.
-	for _, p := range c.Pipelines {
-		for _, name := range p.Sensors {
-			if g.sensors[name] != nil {
-				continue
-			}
-			sc := c.Source(name)
-			src, err := d.opts.Factories.Sensor(sc, c)
-			if err != nil {
-				return nil, fmt.Errorf("sensor %q: %w", name, err)
-			}
-			g.sensors[name] = &sensorEntry{cfg: sc, src: src, ring: sensors.NewRing(sc.RingSize)}
-		}
-	}
-	for _, e := range g.sensors {
-		if err := e.src.Start(parent); err != nil {
-			if !e.cfg.Optional || !isAbsent(err) {
-				return nil, fmt.Errorf("sensor %q (%s): %w", e.cfg.Name, e.cfg.Device, err)
-			}
-			d.log.Info("optional sensor absent; waiting for it", "source", e.cfg.Name, "device", e.cfg.Device, "err", err)
-		} else {
-			e.up.Store(true)
-		}
-	}
-	// Pipelines: engines first (a pipeline's tensors are fixed by its
-	// engine), then frame pools and sources.
-	for i := range c.Pipelines {
-		g.newPipeline(&c.Pipelines[i])
-	}
-	if err := g.loadModels(parent); err != nil {
-		return nil, err
-	}
-	for _, p := range g.pipelines {
-		if err := g.startSource(parent, p); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range g.models {
-		if r, ok := m.watch.(*trt.Reloader); ok && m.cfg.ReloadEnabled() {
-			r.Start()
-		}
-	}
-	for _, e := range g.sensors {
-		g.wg.Add(1)
-		go func() { defer g.wg.Done(); g.runSensor(ctx, e) }()
-	}
-	for _, p := range g.pipelines {
-		p.stampCapture()
-		p.stampInfer()
-		g.wg.Add(2)
-		go func() { defer g.wg.Done(); p.capture(ctx) }()
-		go func() { defer g.wg.Done(); p.infer(ctx) }()
-	}
-	return g, nil
+// pipelineLife is what the graph keeps of a pipeline besides what it
+// runs: the keys that decide what a configuration reload may keep, and
+// the pipeline's two goroutines.
+type pipelineLife struct {
+	key    string // pipelineKey: an unchanged pipeline keeps running across a reload
+	engine string // engineKey: its engine may carry over when unchanged
+	model  string // where its engine came from (resolved file or builtin:name)
+
+	cancel  context.CancelFunc // nil until started
+	done    chan struct{}
+	stopped bool
 }
+
+func (p *pipeline) running() bool { return p.life.cancel != nil && !p.life.stopped }
 
 // isAbsent reports whether a start error means the device is not there
 // (as opposed to being there and failing).
@@ -135,95 +105,183 @@ func isAbsent(err error) bool {
 	return errors.Is(err, sensors.ErrNotFound) || errors.Is(err, os.ErrNotExist) || errors.Is(err, sensors.ErrDeviceGone)
 }
 
-func (g *graph) newPipeline(pc *PipelineConfig) *pipeline {
+// newPipeline builds a pipeline of g (not started) around hot.
+func (g *graph) newPipeline(pc *PipelineConfig, hot *trt.Hot) *pipeline {
 	d, c := g.d, g.cfg
-	p := &pipeline{d: d, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: &trt.Hot{},
+	if hot == nil {
+		hot = &trt.Hot{}
+	}
+	p := &pipeline{d: d, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: hot,
 		mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
+	p.life.key = pipelineKey(c, pc)
+	p.life.engine = engineKey(c, pc)
+	p.life.model = modelPath(c, c.Model(pc.Model))
 	for _, name := range pc.Sensors {
 		p.rings = append(p.rings, g.sensors[name].ring)
 	}
-	for _, name := range pc.Sinks {
-		p.sinks = append(p.sinks, d.sinks[name].sink)
-	}
-	g.pipelines = append(g.pipelines, p)
 	return p
 }
 
-// startSource builds the pipeline's frame pool and starts its source; an
-// optional source that is absent is waited for by the capture loop.
-func (g *graph) startSource(ctx context.Context, p *pipeline) error {
-	d, c, sc, pc := g.d, g.cfg, p.scfg, p.cfg
-	src, err := d.opts.Factories.Camera(sc, c)
-	if err != nil {
-		return fmt.Errorf("%w: source %q: %w", ErrConfig, sc.Name, err)
+// poolSlots is how many frame slots a pipeline's pool has: the device's
+// buffers, one in the mailbox (or the queue), one being preprocessed, one
+// spare so capture never waits on inference.
+func poolSlots(sc *SourceConfig, pc *PipelineConfig) int {
+	depth := 1
+	if pc.Schedule == "queue" {
+		depth = pc.Queue
 	}
-	p.src = src
-	// Slots: the device's buffers, one in the mailbox (or the queue), one
-	// being preprocessed, one spare so capture never waits on inference.
-	slots := sc.Buffers + 2 + cap(p.mb.ch)
-	size := frameSize(sc)
+	return sc.Buffers + 2 + depth
+}
+
+// SlotSize is the frame slot size a source needs: what the source says
+// (V4L2 strides, replay headers) or else what its configured format takes.
+// src may be nil.
+func SlotSize(src sensors.Source, sc *SourceConfig) int {
 	if h, ok := src.(interface{ SlotSize() int }); ok && h.SlotSize() > 0 {
-		size = h.SlotSize()
+		return h.SlotSize()
 	}
+	return frameSize(sc)
+}
+
+// startPipeline allocates the pipeline's frame pool, starts its source and
+// its two goroutines. An optional source that is absent is waited for by
+// the capture loop. On error nothing of it runs.
+func (d *daemon) startPipeline(p *pipeline) (err error) {
+	sc, pc := p.scfg, p.cfg
+	p.sinks = p.sinks[:0]
+	for _, name := range pc.Sinks {
+		e := d.sinks[name]
+		if e == nil {
+			return fmt.Errorf("pipeline %q: sink %q is not running", pc.Name, name)
+		}
+		p.sinks = append(p.sinks, e.sink)
+	}
+	if p.src == nil {
+		return fmt.Errorf("pipeline %q: no source built", pc.Name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			cancel()
+			p.src.Close()
+			if p.pool != nil {
+				p.pool.Close()
+				p.pool = nil
+			}
+		}
+	}()
+	slots, size := poolSlots(sc, pc), SlotSize(p.src, sc)
 	if p.pool, err = umem.NewPool(d.alloc, slots, size); err != nil {
 		return fmt.Errorf("pipeline %q: frame pool of %d × %d bytes: %w", pc.Name, slots, size, err)
 	}
-	if err := src.Start(ctx, poolAdapter{p.pool}); err != nil {
+	if err := p.src.Start(ctx, poolAdapter{p.pool}); err != nil {
 		if !sc.Optional || !isAbsent(err) {
 			return fmt.Errorf("source %q: %w", sc.Name, err)
 		}
 		p.log.Info("optional source absent; waiting for it", "source", sc.Name, "device", sc.Device, "err", err)
 		p.state.Store(int32(stateWaiting))
+	} else {
+		p.sourceUpEvent()
+		p.log.Info("pipeline started", "source", sc.Name, "format", p.src.Format().String(), "model", pc.Model,
+			"input", fmt.Sprintf("%dx%dx%d", p.c, p.h, p.w), "schedule", pc.Schedule)
+	}
+	p.life.cancel, p.life.done = cancel, make(chan struct{})
+	p.stampCapture()
+	p.stampInfer()
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); p.capture(ctx) }()
+	go func() { defer func() { done <- struct{}{} }(); p.infer(ctx) }()
+	go func() { <-done; <-done; close(p.life.done) }()
+	return nil
+}
+
+// stopPipeline stops the pipeline's goroutines and source (finishing the
+// frame in flight) and frees its frame pool. Its engine stays: the Hot is
+// closed by whoever owns it last. stopPipeline is idempotent.
+func (d *daemon) stopPipeline(p *pipeline, deadline time.Time) error {
+	if p.life.stopped {
 		return nil
 	}
-	p.sourceUpEvent()
-	p.log.Info("pipeline started", "source", sc.Name, "format", src.Format().String(), "model", pc.Model,
-		"input", fmt.Sprintf("%dx%dx%d", p.c, p.h, p.w), "schedule", pc.Schedule)
+	p.life.stopped = true
+	if p.life.cancel == nil { // built, never started
+		if p.src != nil {
+			p.src.Close()
+		}
+		p.closePreprocessors()
+		return nil
+	}
+	p.life.cancel()
+	p.src.Close() // a Next blocked in a device wakes up
+	var err error
+	select {
+	case <-p.life.done:
+	case <-time.After(time.Until(deadline)):
+		err = fmt.Errorf("pipeline %q did not stop within the stop budget", p.cfg.Name)
+	}
+	p.mb.drain()
+	if err == nil {
+		p.closePreprocessors()
+		if p.pool != nil {
+			p.pool.Close()
+		}
+	}
+	return err
+}
+
+// startSensor starts a serial sensor and its supervising goroutine. A
+// sensor that is absent is waited for when it is optional, or when must
+// is false (restoring a configuration: the goroutine keeps retrying).
+func (d *daemon) startSensor(e *sensorEntry, must bool) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.src.Start(ctx); err != nil {
+		if must && (!e.cfg.Optional || !isAbsent(err)) {
+			cancel()
+			e.src.Close()
+			return fmt.Errorf("sensor %q (%s): %w", e.cfg.Name, e.cfg.Device, err)
+		}
+		d.log.Info("sensor absent; waiting for it", "source", e.cfg.Name, "device", e.cfg.Device, "err", err)
+	} else {
+		e.up.Store(true)
+	}
+	e.cancel, e.done = cancel, make(chan struct{})
+	go func() { defer close(e.done); d.runSensor(ctx, e) }()
 	return nil
 }
 
-// loadModels loads every model for the pipelines that use it. File models
-// go through a trt.Reloader, so start-up runs the same validation and
-// warm-up as a hot reload, and the same Reloader watches the file later.
-func (g *graph) loadModels(ctx context.Context) error {
-	byModel := map[string][]*pipeline{}
-	var order []string
-	for _, p := range g.pipelines {
-		if byModel[p.cfg.Model] == nil {
-			order = append(order, p.cfg.Model)
-		}
-		byModel[p.cfg.Model] = append(byModel[p.cfg.Model], p)
+func (d *daemon) stopSensor(e *sensorEntry, deadline time.Time) error {
+	if e.stopped {
+		return nil
 	}
-	for _, name := range order {
-		m, err := g.model(name)
-		if err != nil {
-			return err
-		}
-		m.targets = byModel[name]
-		if m.path == "" {
-			for _, p := range m.targets {
-				if err := m.loadInto(ctx, g.d, p); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		if err := m.loadFile(ctx, g.d, g.lastGood); err != nil {
-			return err
-		}
+	e.stopped = true
+	e.src.Close()
+	if e.cancel == nil {
+		return nil
 	}
-	return nil
+	e.cancel()
+	select {
+	case <-e.done:
+		return nil
+	case <-time.After(time.Until(deadline)):
+		return fmt.Errorf("sensor %q did not stop within the stop budget", e.cfg.Name)
+	}
 }
 
-// loadFile loads a model file into all its pipelines through a Reloader.
-// When the file cannot be used and a copy of the last good one was kept in
-// the state folder, that copy serves instead (and the file keeps being
-// watched), so a power cut in the middle of replacing an engine does not
-// keep the device from starting.
-func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood) error {
-	newReloader := func(want []trt.Signature) (*trt.Reloader, error) {
-		targets := make([]trt.Target, len(m.targets))
-		for i, p := range m.targets {
+// loadFile loads a model file for the targets whose Hot is empty (fresh)
+// and leaves a Reloader watching the file for all of them (started later,
+// by commit). Targets whose Hot already serves an engine carried over from
+// the running graph are not loaded again: the Reloader, once started,
+// treats the file's content as it treats any change, so an unchanged file
+// costs nothing and a broken one is rejected while the engine in memory
+// keeps serving.
+//
+// At start, when the file cannot be used and a copy of the last good one
+// was kept in the state folder, that copy serves instead (and the file
+// keeps being watched), so a power cut in the middle of replacing an
+// engine does not keep the device from starting.
+func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start bool) error {
+	newReloader := func(ts []*pipeline, want []trt.Signature) (*trt.Reloader, error) {
+		targets := make([]trt.Target, len(ts))
+		for i, p := range ts {
 			targets[i] = trt.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p)}
 			if want != nil {
 				targets[i].Want = want[i]
@@ -243,38 +301,65 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood) error {
 		}
 		return r, nil
 	}
-	r, err := newReloader(nil)
-	if err != nil {
-		return err
-	}
-	m.watch = r
-	start := time.Now()
-	if err := r.Load(ctx); err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		r.Close()
-		m.watch = nil
-		// Not ErrConfig: the file exists (CheckFiles) and its content is
-		// unusable now (torn, still being written); exit 1 lets Restart= retry.
-		return m.fallBack(ctx, d, lg, err, newReloader)
-	}
-	if lg != nil {
-		lg.keep(m.cfg.Name, m.path, m.targets[0].hot.Current().SHA256)
-	}
+	var fresh []*pipeline
 	for _, p := range m.targets {
-		gen := p.hot.Current()
-		if err := p.bind(gen.Engine); err != nil {
+		if p.hot.Current() == nil {
+			fresh = append(fresh, p)
+		}
+	}
+	began := time.Now()
+	if len(fresh) > 0 {
+		r, err := newReloader(fresh, nil)
+		if err != nil {
 			return err
 		}
-		d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", gen.Engine.Backend(), "file", m.path,
-			"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(gen.Engine).String(),
-			"reload", m.cfg.ReloadEnabled(), "took", time.Since(start).Round(time.Millisecond).String())
+		if err := r.Load(ctx); err != nil {
+			r.Close()
+			if ctx.Err() != nil {
+				return err
+			}
+			// Not ErrConfig: the file exists (CheckFiles) and its content
+			// is unusable now (torn, still being written); exit 1 lets
+			// Restart= retry.
+			cause := err
+			if !start || len(fresh) != len(m.targets) {
+				return cause
+			}
+			return m.fallBack(ctx, d, lg, cause, newReloader)
+		}
+		if len(fresh) == len(m.targets) {
+			m.watch = r // the start-up path: this Reloader goes on watching
+		} else {
+			r.Close() // the engines stay in the targets' Hots
+		}
+		if lg != nil {
+			lg.keep(m.cfg.Name, m.path, fresh[0].hot.Current().SHA256)
+		}
+		for _, p := range fresh {
+			gen := p.hot.Current()
+			if err := p.bind(gen.Engine); err != nil {
+				return err
+			}
+			d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", gen.Engine.Backend(), "file", m.path,
+				"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(gen.Engine).String(),
+				"reload", m.cfg.ReloadEnabled(), "took", time.Since(began).Round(time.Millisecond).String())
+		}
+	}
+	if m.watch == nil {
+		want := make([]trt.Signature, len(m.targets))
+		for i, p := range m.targets {
+			want[i] = trt.SignatureOf(p.hot.Current().Engine)
+		}
+		r, err := newReloader(m.targets, want)
+		if err != nil {
+			return err
+		}
+		m.watch = r
 	}
 	return nil
 }
 
-// frameSize is the slot size a source needs.
+// frameSize is the slot size a source needs by its configuration.
 func frameSize(sc *SourceConfig) int {
 	w, h := max(sc.Width, 1), max(sc.Height, 1)
 	pf, err := sensors.ParsePixelFormat(sc.Format)
@@ -285,27 +370,6 @@ func frameSize(sc *SourceConfig) int {
 	n := f.FrameSize()
 	// Decoded formats (MJPEG) and replays without a fixed size land as RGB24.
 	return max(n, w*h*3)
-}
-
-func (g *graph) model(name string) (*model, error) {
-	if m := g.models[name]; m != nil {
-		return m, nil
-	}
-	mc := g.cfg.Model(name)
-	bn, err := ModelBackend(mc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
-	}
-	be, err := g.d.opts.Factories.Backend(bn, mc, g.cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
-	}
-	m := &model{cfg: mc, backend: be, maxBytes: g.cfg.Daemon.MaxModelBytes}
-	if _, builtin := mc.Builtin(); !builtin {
-		m.path = g.cfg.Resolve(mc.Path)
-	}
-	g.models[name] = m
-	return m, nil
 }
 
 // read returns the model's bytes.
@@ -335,14 +399,14 @@ func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
 // fallBack serves the kept copy of the last good model file after the
 // configured file failed with cause. It returns cause when there is no
 // usable copy.
-func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause error, newReloader func([]trt.Signature) (*trt.Reloader, error)) error {
+func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause error, newReloader func([]*pipeline, []trt.Signature) (*trt.Reloader, error)) error {
 	if lg == nil {
 		return cause
 	}
 	data, sum, err := lg.load(m.cfg.Name, m.path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("cannot use the kept copy of the last good model", "model", m.cfg.Name, "err", err)
+			d.log.Warn("cannot read the kept copy of the last good model", "model", m.cfg.Name, "err", err)
 		}
 		return cause
 	}
@@ -363,7 +427,7 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	// Keep watching the configured file: the first good version of it
 	// replaces the copy (its signature must match what the pipelines
 	// were built for).
-	r, err := newReloader(want)
+	r, err := newReloader(m.targets, want)
 	if err != nil {
 		return err
 	}
@@ -426,7 +490,12 @@ func WarmUp(ctx context.Context, e trt.Engine) error {
 	return nil
 }
 
+// triggerEngines asks every watched model file to be checked now. A nil
+// graph (none built yet) has nothing to check.
 func (g *graph) triggerEngines() {
+	if g == nil {
+		return
+	}
 	for _, m := range g.models {
 		if m.watch != nil {
 			m.watch.Trigger()
@@ -436,8 +505,8 @@ func (g *graph) triggerEngines() {
 
 // runSensor supervises one serial sensor: samples go into its ring; on
 // failure it closes the device and retries with capped, jittered backoff.
-func (g *graph) runSensor(ctx context.Context, e *sensorEntry) {
-	log := g.d.log.With("source", e.cfg.Name)
+func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
+	log := d.log.With("source", e.cfg.Name)
 	backoff := minBackoff
 	var errs rateLog
 	for ctx.Err() == nil {
@@ -456,7 +525,7 @@ func (g *graph) runSensor(ctx context.Context, e *sensorEntry) {
 			e.up.Store(true)
 			backoff = minBackoff
 			log.Info("sensor up", "event", "source_up")
-			g.d.publishStatus("source_up", "", e.cfg.Name, "")
+			d.publishStatus("source_up", "", e.cfg.Name, "")
 		}
 		for {
 			s, err := e.src.Next(ctx)
@@ -466,7 +535,7 @@ func (g *graph) runSensor(ctx context.Context, e *sensorEntry) {
 				}
 				e.up.Store(false)
 				log.Warn("sensor down", "event", "source_down", "err", err)
-				g.d.publishStatus("source_down", "", e.cfg.Name, err.Error())
+				d.publishStatus("source_down", "", e.cfg.Name, err.Error())
 				e.src.Close()
 				break
 			}
@@ -486,54 +555,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// stop cancels every loop, waits for them until deadline and releases
-// sources, engines and frame pools.
-func (g *graph) stop(deadline time.Time) error {
-	g.cancel()
-	for _, m := range g.models {
-		if m.watch != nil {
-			m.watch.Close()
-		}
-	}
-	// Close sources so that a Next blocked in a device wakes up.
-	for _, p := range g.pipelines {
-		if p.src != nil {
-			p.src.Close()
-		}
-	}
-	for _, e := range g.sensors {
-		e.src.Close()
-	}
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-time.After(time.Until(deadline)):
-		err = errors.New("pipelines did not stop within the stop budget")
-	}
-	for _, p := range g.pipelines {
-		p.mb.drain()
-		if err == nil {
-			p.closePreprocessors()
-		}
-		p.hot.Close()
-		if p.pool != nil && err == nil {
-			p.pool.Close()
-		}
-	}
-	if err == nil {
-		for _, m := range g.models {
-			if c, ok := m.backend.(io.Closer); ok {
-				if cerr := c.Close(); cerr != nil {
-					g.d.log.Warn("closing backend", "model", m.cfg.Name, "err", cerr)
-				}
-			}
-		}
-	}
-	return err
-}
-
 // fps is the pipeline's result rate over its lifetime window.
 func (p *pipeline) fps() float64 {
 	return p.rate.update(p.stats.results.Load())
@@ -542,7 +563,7 @@ func (p *pipeline) fps() float64 {
 // encodeConfig renders the effective configuration as TOML.
 func encodeConfig(c *Config) (string, error) {
 	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(printable(c)); err != nil {
+	if err := toml.NewEncoder(&b).Encode(c); err != nil {
 		return "", err
 	}
 	return b.String(), nil

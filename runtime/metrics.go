@@ -46,7 +46,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) 
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
-		ready := d.ready && d.graph != nil
+		ready := d.ready && len(d.graph.failed) == 0
 		d.mu.Unlock()
 		if !ready {
 			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
@@ -74,11 +74,9 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) 
 // checkHealthQuiet reports whether every loop progressed within the stall
 // budget, without logging.
 func (d *daemon) checkHealthQuiet() bool {
-	d.mu.Lock()
-	g := d.graph
-	d.mu.Unlock()
-	if g == nil {
-		return true
+	g := d.currentGraph()
+	if len(g.failed) > 0 {
+		return false
 	}
 	limit, now := int64(g.cfg.Daemon.StallTimeout.Duration), monoNow()
 	for _, p := range g.pipelines {

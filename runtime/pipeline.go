@@ -76,6 +76,8 @@ type pipeline struct {
 	stats pipelineStats
 	rate  rateMeter
 	errs  rateLog
+	life  pipelineLife // reload keys and the two goroutines (graph.go)
+	perf  perfWatch    // achieved against requested frame rate (perf.go)
 }
 
 type pipelineStats struct {
@@ -300,7 +302,9 @@ func (p *pipeline) infer(ctx context.Context) {
 			p.stampInfer() // idle: waiting for frames is progress
 			continue
 		case f := <-p.mb.ch:
+			t0 := monoNow()
 			p.process(ctx, f)
+			p.perf.processed(monoNow() - t0)
 		}
 	}
 }

@@ -49,9 +49,13 @@ func stateDir(c *Config) string {
 // and that file, and only when its content still has that hash. A model
 // name that is not a plain file name (see checkModelName) gets no copy.
 type lastGood struct {
+	root     string // the state folder
 	dir      string
 	log      *slog.Logger
 	maxBytes int64 // the largest model file copied or served
+
+	cancel  context.CancelFunc // while started
+	stopped chan struct{}
 
 	mu      sync.Mutex
 	pending map[string]saveJob // model name -> newest job
@@ -89,7 +93,28 @@ func newLastGood(dir string, log *slog.Logger, maxBytes int64) *lastGood {
 	if maxBytes <= 0 {
 		maxBytes = trt.DefaultMaxBytes
 	}
-	return &lastGood{dir: filepath.Join(dir, "last-good"), log: log, maxBytes: maxBytes, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
+	return &lastGood{root: dir, dir: filepath.Join(dir, "last-good"), log: log, maxBytes: maxBytes, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
+}
+
+// start runs the writer goroutine until stop.
+func (l *lastGood) start() {
+	if l.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.stopped = cancel, make(chan struct{})
+	go func() { defer close(l.stopped); l.run(ctx) }()
+}
+
+// stop ends the writer goroutine (a copy being written is finished first)
+// and waits for it.
+func (l *lastGood) stop() {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.stopped
+	l.cancel = nil
 }
 
 // run writes copies until ctx is done.

@@ -19,9 +19,12 @@ import (
 
 // cmdCheck validates the configuration, probes the GPU, the devices the
 // sources and sinks name, and loads every model the way the daemon would
-// (including the warm-up inference). It exits 0 when the configuration is
-// runnable, 78 for configuration errors (including unusable model files)
-// and 1 when a required device is missing or broken.
+// (including the warm-up inference), and compares what the frame pools
+// and engines need with the memory there is, as run does. It exits 0 when
+// the configuration is runnable, 78 for configuration errors (including
+// unusable model files, and frame pools and engines that can never fit in
+// this machine) and 1 when a required device is missing or broken or the
+// memory they need is in use now.
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", stderr)
 	path := fs.String("config", "", "configuration file (default: $EDGED_CONFIG, else the embedded default)")
@@ -102,6 +105,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 
+	fmt.Fprintln(stdout, "memory:")
+	checkMemory(stdout, w, cfg, ok, fail)
+
 	fmt.Fprintln(stdout, "models:")
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
@@ -119,6 +125,45 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stdout, "not runnable")
 	}
 	return code
+}
+
+// checkMemory compares what the configuration's frame pools and engines
+// need with the memory there is, as run does before it allocates anything.
+func checkMemory(stdout io.Writer, w *wiring, cfg *edruntime.Config, ok func(string, ...any), fail func(int, string, ...any)) {
+	slot := func(pc *edruntime.PipelineConfig, sc *edruntime.SourceConfig) int {
+		src, err := newCamera(sc, cfg) // opens nothing; replay reads the recording's header
+		if err != nil {
+			return edruntime.SlotSize(nil, sc)
+		}
+		defer src.Close()
+		return edruntime.SlotSize(src, sc)
+	}
+	var b edruntime.MemoryBudget
+	free, total, discrete := w.deviceMemory()
+	if discrete {
+		b.Device = func() (uint64, uint64, error) { return free, total, nil }
+	}
+	plan := cfg.PlanMemory(slot, discrete)
+	for _, n := range plan.Needs {
+		where := "system memory"
+		if n.OnDevice {
+			where = "GPU memory"
+		}
+		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; engine about %s (%s)\n", n.Pipeline, n.Slots,
+			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), edruntime.FormatSize(n.EngineBytes), where)
+	}
+	r, err := cfg.CheckMemory(plan, edruntime.MemoryPlan{}, b)
+	if err != nil {
+		code := exitFailure
+		if errors.Is(err, edruntime.ErrConfig) {
+			code = exitConfig
+		}
+		for _, line := range splitLines(err.Error()) {
+			fail(code, "%s", line)
+		}
+		return
+	}
+	ok("%s", r)
 }
 
 func splitLines(s string) []string {

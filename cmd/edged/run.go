@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -72,6 +73,12 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}()
 
 	if err := d.Run(ctx); err != nil {
+		var me *edruntime.MemoryError
+		if errors.As(err, &me) {
+			// Positioned problems, one a line, as for an invalid file.
+			fmt.Fprintf(stderr, "edged: %s: frame pools and engines do not fit in memory:\n%v\n", what, me)
+			return exitCode(err)
+		}
 		log.Error("edged failed", "err", err)
 		return exitCode(err)
 	}

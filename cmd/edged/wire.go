@@ -49,7 +49,22 @@ func factories(log *slog.Logger) edruntime.Factories {
 		Sink: func(s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 			return newSink(log, s, c, inherited, control)
 		},
+		DeviceMemory: w.deviceMemory,
 	}
+}
+
+// deviceMemory reports the free and total memory of a discrete GPU, where
+// TensorRT engines live; ok is false without one (no CUDA, or an
+// integrated GPU, whose memory is the system's).
+func (w *wiring) deviceMemory() (free, total uint64, ok bool) {
+	w.mu.Lock()
+	place := w.place
+	w.mu.Unlock()
+	if place == nil || place.Device == nil || place.Probe.Integrated {
+		return 0, 0, false
+	}
+	free, total, err := place.Device.MemInfo()
+	return free, total, err == nil
 }
 
 func (w *wiring) allocator(g edruntime.GPUConfig) (umem.Allocator, string, error) {

@@ -1,0 +1,105 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edged-dev/edged/configs"
+)
+
+// meminfo writes a /proc/meminfo fixture and returns its folder.
+func meminfo(t *testing.T, totalMiB, availMiB int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	text := fmt.Sprintf("MemTotal: %d kB\nMemFree: %d kB\nMemAvailable: %d kB\n", totalMiB<<10, availMiB<<10, availMiB<<10)
+	if err := os.WriteFile(filepath.Join(dir, "meminfo"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestCheckMemory is issue 10's fourth finding at the unit: frame pools of
+// buffers + 2 + mailbox slots of the source's frame size, and one engine
+// per pipeline, are compared with MemAvailable less a quarter of MemTotal.
+// What does not fit is refused with the numbers, positioned at the keys
+// that decide them; more than the machine has at all is a configuration
+// error (exit 78), less is a shortage now (exit 1, retried). A reload is
+// credited with what the running configuration holds. TensorRT engines on
+// a discrete GPU are checked against its free memory.
+func TestCheckMemory(t *testing.T) {
+	text := strings.Replace(string(configs.Default), "buffers = 4 ", "buffers = 32", 1)
+	text = strings.Replace(text, "width = 640 ", "width = 4096", 1)
+	text = strings.Replace(text, "height = 480\n", "height = 4096\n", 1)
+	cfg, err := Parse("big.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := cfg.PlanMemory(nil, false)
+	if len(plan.Needs) != 1 {
+		t.Fatalf("plan %+v", plan)
+	}
+	n := plan.Needs[0]
+	// 4096x4096 YUYV frames land in RGB24-sized slots (frameSize): 48 MiB.
+	if n.Slots != 35 || n.SlotBytes != 48<<20 || n.PoolBytes() != 35*48<<20 || n.EngineBytes != 2*n.ModelBytes || n.ModelBytes == 0 {
+		t.Fatalf("need %+v", n)
+	}
+	line := 1 + strings.Count(text[:strings.Index(text, "buffers = 32")], "\n")
+	at := fmt.Sprintf("big.toml:%d:1: source[0].buffers: pipeline \"demo\": frame pool of 35 slots (buffers 32 + 2 + mailbox 1) × 48.0 MiB (4096x4096 YUYV, slots sized for RGB24) = 1.64 GiB", line)
+
+	// Fits: 1.64 GiB of 8 GiB available less 2 GiB kept.
+	if r, err := cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 8192, 8192)}); err != nil || r.Usable() != 6<<30 {
+		t.Fatalf("8 GiB machine: %v (report %+v)", err, r)
+	}
+	// Does not fit now (2 GiB available, 512 MiB usable), would on an
+	// idle machine: ErrMemory, not ErrConfig.
+	_, err = cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 8192, 2560)})
+	var me *MemoryError
+	if !errors.As(err, &me) || !errors.Is(err, ErrMemory) || errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), at) ||
+		!strings.Contains(err.Error(), "MemAvailable 2.50 GiB and edged keeps 2.00 GiB (a quarter of MemTotal 8.00 GiB) for the rest of the system: 512.0 MiB usable") {
+		t.Fatalf("busy 8 GiB machine: %v", err)
+	}
+	// Can never fit (2 GiB machine): a configuration error too.
+	_, err = cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 2048, 2000)})
+	if !errors.Is(err, ErrMemory) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "this machine can never hold it") {
+		t.Fatalf("2 GiB machine: %v", err)
+	}
+	// A reload on the busy machine is credited with what the running
+	// configuration holds (the same pipeline).
+	if _, err := cfg.CheckMemory(plan, plan, MemoryBudget{ProcRoot: meminfo(t, 8192, 2560)}); err != nil {
+		t.Fatalf("reload replacing what it needs: %v", err)
+	}
+	// No meminfo: nothing checked, as trt's reload budget.
+	if r, err := cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: t.TempDir()}); err != nil || r.Checked {
+		t.Fatalf("no meminfo: %v %+v", err, r)
+	}
+
+	// TensorRT engines on a discrete GPU count against its memory.
+	trtText := strings.Replace(string(configs.Default), `path = "builtin:demo" `, `path = "big.engine"  `, 1)
+	dir := t.TempDir()
+	engine := filepath.Join(dir, "big.engine")
+	if err := os.WriteFile(engine, make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = Parse(filepath.Join(dir, "trt.toml"), []byte(trtText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan = cfg.PlanMemory(nil, true)
+	if !plan.Needs[0].OnDevice || plan.Device() != 6<<20 {
+		t.Fatalf("discrete GPU plan %+v", plan)
+	}
+	gpu := func(free, total uint64) MemoryBudget {
+		return MemoryBudget{ProcRoot: meminfo(t, 8192, 8192), Device: func() (uint64, uint64, error) { return free, total, nil }}
+	}
+	if _, err := cfg.CheckMemory(plan, MemoryPlan{}, gpu(256<<20, 256<<20)); err != nil {
+		t.Fatalf("256 MiB GPU: %v", err)
+	}
+	_, err = cfg.CheckMemory(plan, MemoryPlan{}, gpu(16<<20, 24<<20))
+	if !errors.Is(err, ErrMemory) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "model[0].path: pipeline \"demo\": engine about 6.0 MiB in GPU memory") {
+		t.Fatalf("24 MiB GPU: %v", err)
+	}
+}

@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A pipeline whose results come far slower than its source was asked for
+// says so, and why, in STATUS= and the log.
+const (
+	perfWindow   = 5 * time.Second // rates are compared over windows this long
+	slowFraction = 0.5             // achieved below this fraction of the requested rate is slow
+	busyFraction = 0.8             // an inference loop busy this much of a window is the bottleneck
+)
+
+// perfWatch measures a pipeline's frame rate window by window. The
+// inference loop adds the time each frame takes (busy); the daemon's run
+// goroutine reads the counters once per window.
+type perfWatch struct {
+	busyNs, frames atomic.Int64 // time in process and frames processed, written by the inference loop
+
+	mu   sync.Mutex
+	from perfSample // start of the current window; zero: none yet
+	slow string     // why the rate is far below the request; "" while it is not
+}
+
+type perfSample struct {
+	t                         int64 // CLOCK_MONOTONIC ns
+	captured, results, inferN uint64
+	inferNs, busyNs, frames   int64
+}
+
+// processed records one frame through process.
+func (w *perfWatch) processed(ns int64) {
+	w.busyNs.Add(ns)
+	w.frames.Add(1)
+}
+
+func (p *pipeline) perfSample(now int64) perfSample {
+	return perfSample{t: now, captured: p.stats.captured.Load(), results: p.stats.results.Load(),
+		inferN: p.stats.latencyInfer.count.Load(), inferNs: p.stats.latencyInfer.sum.Load(),
+		busyNs: p.perf.busyNs.Load(), frames: p.perf.frames.Load()}
+}
+
+// slowness returns why the pipeline is far below its requested rate (""
+// when it is not, or cannot be told yet) and whether that changed. It is
+// called by the run goroutine; a window ends every perfWindow.
+func (p *pipeline) slowness(now int64) (why string, changed bool) {
+	w := &p.perf
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	requested := p.scfg.FPS
+	if requested <= 0 || pipelineState(p.state.Load()) != stateRunning {
+		w.from = perfSample{} // waiting, or no rate asked for: start afresh
+		return w.slow, false
+	}
+	if w.from.t == 0 {
+		w.from = p.perfSample(now)
+		return w.slow, false
+	}
+	if time.Duration(now-w.from.t) < perfWindow {
+		return w.slow, false
+	}
+	to := p.perfSample(now)
+	from := w.from
+	w.from = to
+	secs := float64(to.t-from.t) / 1e9
+	achieved := float64(to.results-from.results) / secs
+	if achieved < slowFraction*requested {
+		var inferMs, frameMs float64
+		if n := to.inferN - from.inferN; n > 0 {
+			inferMs = float64(to.inferNs-from.inferNs) / float64(n) / 1e6
+		}
+		if n := to.frames - from.frames; n > 0 {
+			frameMs = float64(to.busyNs-from.busyNs) / float64(n) / 1e6
+		}
+		why = slowReason(requested, achieved, float64(to.captured-from.captured)/secs,
+			float64(to.busyNs-from.busyNs)/float64(to.t-from.t), frameMs, inferMs)
+	}
+	changed = (why == "") != (w.slow == "")
+	w.slow = why
+	return why, changed
+}
+
+// slowReason says why a pipeline achieves fewer results per second than
+// requested. captured is the rate frames arrived at; busy is the fraction
+// of the window the inference loop spent on frames, frameMs the time one
+// frame took there, inferMs the inference's part of it.
+func slowReason(requested, achieved, captured, busy, frameMs, inferMs float64) string {
+	head := fmt.Sprintf("requested %g fps, achieved %.1f fps, because ", requested, achieved)
+	if busy < busyFraction {
+		// The inference loop waits for frames: they do not come.
+		return head + fmt.Sprintf("the source delivers %.1f fps", captured)
+	}
+	if rest := frameMs - inferMs; rest > inferMs {
+		return head + fmt.Sprintf("preprocessing and post-processing take %.1f ms per frame (inference %.1f ms)", rest, inferMs)
+	}
+	return head + fmt.Sprintf("inference takes %.1f ms per frame (the model allows at most %.1f fps here)", inferMs, 1000/inferMs)
+}
+
+// checkRates looks at every running pipeline's rate; a pipeline that
+// becomes slow, or recovers, is logged and shows in STATUS=.
+func (d *daemon) checkRates() {
+	g := d.currentGraph()
+	now := monoNow()
+	changed := false
+	for _, p := range g.pipelines {
+		why, c := p.slowness(now)
+		if !c {
+			continue
+		}
+		changed = true
+		if why != "" {
+			p.log.Warn("pipeline far below its requested frame rate", "source", p.scfg.Name, "because", why)
+		} else {
+			p.log.Info("pipeline back at its requested frame rate", "source", p.scfg.Name, "fps", p.scfg.FPS)
+		}
+	}
+	if changed {
+		d.refreshStatus()
+	}
+}
+
+// slowStatus is the STATUS= addition of a slow pipeline ("" otherwise).
+func (p *pipeline) slowStatus() string {
+	p.perf.mu.Lock()
+	defer p.perf.mu.Unlock()
+	if p.perf.slow == "" {
+		return ""
+	}
+	return " (SLOW: " + p.perf.slow + ")"
+}

@@ -1,0 +1,614 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/trt"
+)
+
+// A configuration change is a transaction, like an engine reload:
+//
+//  1. prepare builds the next graph beside the running one. Every part
+//     whose configuration is unchanged is taken over as it is, running:
+//     pipelines (their source, frame pool, engine and loops, so frame_seq
+//     and the engine generation go on), serial sensors and model watchers.
+//     Engines already in memory carry over to rebuilt pipelines when the
+//     engine would be built the same way from the same content (SHA-256).
+//     Everything else is built but not started: new backends and engines
+//     are loaded, validated and warmed up, cameras are constructed (not
+//     opened), and the memory the new configuration needs is checked.
+//     Nothing that runs is touched, so a failure here leaves the running
+//     graph serving as it was.
+//  2. commit stops the pipelines and sensors that are replaced or removed
+//     (a device cannot be opened by the old and the new graph at once),
+//     changes the sinks, starts what is new and frees what the next graph
+//     does not use.
+//  3. If commit fails (a device that will not open, a socket that cannot
+//     be bound), what was started is stopped and the previous
+//     configuration is rebuilt the same way, from the engines still in
+//     memory: nothing is read from model files. A pipeline that cannot be
+//     restarted either is marked failed: the daemon stays up for its
+//     sinks and other pipelines, but it withholds the watchdog pings and
+//     says why in STATUS=, so systemd restarts it.
+type reconfig int
+
+const (
+	reconfigStart   reconfig = iota // nothing runs yet; a failure ends the daemon
+	reconfigReload                  // a failure restores the running configuration
+	reconfigRestore                 // what cannot start is marked failed
+)
+
+var keySeq atomic.Uint64
+
+// configKey identifies a piece of effective configuration; equal keys
+// mean the part built from it would be built the same way.
+func configKey(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil { // NaN and the like: never equal, so the part is rebuilt
+		return fmt.Sprintf("unencodable %d: %v", keySeq.Add(1), err)
+	}
+	return string(b)
+}
+
+// modelPath is where a model's engines come from: the resolved file, or
+// the built-in name.
+func modelPath(c *Config, mc *ModelConfig) string {
+	if mc == nil {
+		return ""
+	}
+	if _, builtin := mc.Builtin(); builtin {
+		return mc.Path
+	}
+	return c.Resolve(mc.Path)
+}
+
+// pipelineKey covers everything a running pipeline was built from except
+// its engine: its own table, its source, its sensors, its sinks and the
+// stall budget its loops pace themselves by.
+func pipelineKey(c *Config, pc *PipelineConfig) string {
+	k := struct {
+		Pipeline PipelineConfig
+		Source   *SourceConfig
+		Replay   string
+		Sensors  []*SourceConfig
+		Sinks    []*SinkConfig
+		Stall    time.Duration
+	}{Pipeline: *pc, Source: c.Source(pc.Source), Stall: c.Daemon.StallTimeout.Duration}
+	if k.Source != nil && k.Source.Path != "" {
+		k.Replay = c.Resolve(k.Source.Path)
+	}
+	for _, s := range pc.Sensors {
+		k.Sensors = append(k.Sensors, c.Source(s))
+	}
+	for _, s := range pc.Sinks {
+		k.Sinks = append(k.Sinks, c.Sink(s))
+	}
+	return configKey(k)
+}
+
+// backendKey covers what a model's backend is created from.
+func backendKey(c *Config, mc *ModelConfig) string {
+	bn, _ := ModelBackend(mc)
+	return configKey(struct {
+		Model, Backend, ORT, TRT string
+		VersionCompatible, Debug bool
+	}{mc.Name, bn, c.Resolve(c.Daemon.OnnxRuntimeLib), c.GPU.TensorRTLibrary, mc.VersionCompatible, c.Daemon.LogLevel == "debug"})
+}
+
+// engineKey covers what a pipeline's engine is loaded with, except the
+// model content.
+func engineKey(c *Config, pc *PipelineConfig) string {
+	mc := c.Model(pc.Model)
+	if mc == nil {
+		return ""
+	}
+	pp := pc.Preprocess
+	return configKey(struct {
+		Backend       string
+		Threads       int
+		Input         string
+		Width, Height int
+	}{backendKey(c, mc), max(mc.Threads, 1), pp.Input, pp.Width, pp.Height})
+}
+
+// modelKey covers a model and the engines of every pipeline using it: a
+// model whose key is unchanged keeps its watcher and its engines.
+func modelKey(c *Config, mc *ModelConfig, targets []*PipelineConfig) string {
+	k := struct {
+		Model   ModelConfig
+		Path    string
+		State   string
+		Engines [][2]string
+	}{Model: *mc, Path: modelPath(c, mc), State: stateDir(c)}
+	for _, pc := range targets {
+		k.Engines = append(k.Engines, [2]string{pc.Name, engineKey(c, pc)})
+	}
+	return configKey(k)
+}
+
+// sameContent reports whether the file at path holds content with hash sum.
+func sameContent(path string, sum [32]byte) bool {
+	if path == "" {
+		return false
+	}
+	data, err := os.ReadFile(path)
+	return err == nil && sha256.Sum256(data) == sum
+}
+
+// start builds and starts the first graph.
+func (d *daemon) start(ctx context.Context, c *Config) error {
+	base := d.currentGraph()
+	next, err := d.prepare(ctx, base, c, reconfigStart)
+	if err != nil {
+		return err
+	}
+	if err := d.commit(base, next, reconfigStart); err != nil {
+		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+		return err
+	}
+	return nil
+}
+
+// reconfigure replaces the running configuration with c (see the comment
+// on reconfig). It returns nil when c runs; otherwise the running
+// configuration is kept (or restored) and the error says why.
+func (d *daemon) reconfigure(ctx context.Context, c *Config) error {
+	base := d.currentGraph()
+	next, err := d.prepare(ctx, base, c, reconfigReload)
+	if err != nil {
+		return err // nothing running was touched
+	}
+	err = d.commit(base, next, reconfigReload)
+	if err == nil {
+		return nil
+	}
+	d.log.Error("new configuration failed to start; restoring the previous one", "err", err)
+	d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+	restore, rerr := d.prepare(ctx, base, base.cfg, reconfigRestore)
+	if rerr != nil { // only a cancelled context gets here
+		return fmt.Errorf("%w; restoring the previous configuration failed too: %w", err, rerr)
+	}
+	d.commit(base, restore, reconfigRestore)
+	if len(restore.failed) > 0 {
+		var errs []error
+		for name, f := range restore.failed {
+			errs = append(errs, fmt.Errorf("pipeline %q: %w", name, f.err))
+		}
+		return fmt.Errorf("%w; the previous configuration could not be fully restored: %w", err, errors.Join(errs...))
+	}
+	return err
+}
+
+// prepare builds the graph for c from base (see reconfig). It never stops,
+// changes or restarts anything of base; on error it frees what it built.
+// In restore mode it does not fail: a pipeline that cannot be built is
+// put in the graph's failed set.
+func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode reconfig) (_ *graph, err error) {
+	next := newGraph(d, c)
+	defer func() {
+		if err != nil {
+			d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+		}
+	}()
+	restoring := mode == reconfigRestore
+	if dir := stateDir(c); dir != "" {
+		if lg := base.lastGood; lg != nil && lg.root == dir {
+			next.lastGood = lg
+		} else {
+			next.lastGood = newLastGood(dir, d.log, c.Daemon.MaxModelBytes)
+		}
+	}
+
+	// Serial sensors used by pipelines.
+	sensorErr := map[string]error{}
+	for _, pc := range c.Pipelines {
+		for _, name := range pc.Sensors {
+			if next.sensors[name] != nil || sensorErr[name] != nil {
+				continue
+			}
+			sc := c.Source(name)
+			key := configKey(sc)
+			if e := base.sensors[name]; e != nil && e.key == key && e.running() {
+				next.sensors[name] = e
+				continue
+			}
+			src, err := d.opts.Factories.Sensor(sc, c)
+			if err != nil {
+				err = fmt.Errorf("sensor %q: %w", name, err)
+				if !restoring {
+					return nil, err
+				}
+				sensorErr[name] = err
+				continue
+			}
+			e := &sensorEntry{cfg: sc, key: key, src: src, ring: sensors.NewRing(sc.RingSize)}
+			next.sensors[name] = e
+			if mode == reconfigStart {
+				// Nothing runs yet: open the sensor now, so that it has
+				// samples by the time the first frame needs one.
+				if err := d.startSensor(e, true); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+
+	// The pipelines of base by name, running or failed: their engines
+	// may carry over.
+	prev := map[string]*pipeline{}
+	for _, p := range base.pipelines {
+		prev[p.cfg.Name] = p
+	}
+	for name, f := range base.failed {
+		prev[name] = f.p
+	}
+
+	// Models, and which engines carry over.
+	var order []string
+	byModel := map[string][]*PipelineConfig{}
+	for i := range c.Pipelines {
+		pc := &c.Pipelines[i]
+		if byModel[pc.Model] == nil {
+			order = append(order, pc.Model)
+		}
+		byModel[pc.Model] = append(byModel[pc.Model], pc)
+	}
+	carried := map[string]*trt.Hot{} // pipeline name -> the Hot it keeps
+	for _, name := range order {
+		mc, pcs := c.Model(name), byModel[name]
+		key := modelKey(c, mc, pcs)
+		if m := base.models[name]; m != nil && m.key == key && allServing(prev, pcs) {
+			next.models[name] = m // unchanged: watcher, backend and engines stay
+			for _, pc := range pcs {
+				carried[pc.Name] = prev[pc.Name].hot
+			}
+			continue
+		}
+		m := &model{cfg: mc, key: key, bkey: backendKey(c, mc), maxBytes: c.Daemon.MaxModelBytes}
+		if _, builtin := mc.Builtin(); !builtin {
+			m.path = c.Resolve(mc.Path)
+		}
+		if old := base.models[name]; old != nil && old.bkey == m.bkey {
+			m.backend = old.backend // engines it created may carry over
+		}
+		next.models[name] = m
+		for _, pc := range pcs {
+			o := prev[pc.Name]
+			if o == nil || m.backend == nil || o.cfg.Model != name || o.life.engine != engineKey(c, pc) {
+				continue
+			}
+			gen := o.hot.Current()
+			if gen == nil {
+				continue
+			}
+			// The same file: the engine in memory is what this file last
+			// validated (the watcher deals with what is there now).
+			// Another file: only if it holds the same content.
+			if o.life.model == modelPath(c, mc) || sameContent(m.path, gen.SHA256) {
+				carried[pc.Name] = o.hot
+			}
+		}
+	}
+
+	// Pipelines: unchanged ones are taken over running; the others are
+	// built around the engine they carry over, or an empty Hot.
+	fail := func(p *pipeline, err error) error {
+		if !restoring {
+			return err
+		}
+		d.log.Error("pipeline cannot be restored", "pipeline", p.cfg.Name, "err", err)
+		next.failed[p.cfg.Name] = &failedPipeline{p: p, err: err}
+		return nil
+	}
+	for i := range c.Pipelines {
+		pc := &c.Pipelines[i]
+		o, hot := prev[pc.Name], carried[pc.Name]
+		if o != nil && o.running() && hot == o.hot && o.life.key == pipelineKey(c, pc) {
+			next.pipelines = append(next.pipelines, o)
+			continue
+		}
+		var serr error
+		for _, s := range pc.Sensors {
+			serr = cmpErr(serr, sensorErr[s])
+		}
+		if serr != nil {
+			p := &pipeline{cfg: pc, hot: hot}
+			if hot == nil {
+				p.hot = &trt.Hot{}
+			}
+			fail(p, serr)
+			continue
+		}
+		p := next.newPipeline(pc, hot)
+		src, err := d.opts.Factories.Camera(p.scfg, c)
+		if err != nil {
+			if err := fail(p, fmt.Errorf("%w: source %q: %w", ErrConfig, p.scfg.Name, err)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		p.src = src
+		next.pipelines = append(next.pipelines, p)
+	}
+
+	// Frame pools and engines must fit in memory (with what base holds,
+	// which a reload frees) before anything is allocated.
+	if !restoring {
+		if err := d.checkMemory(base, next); err != nil {
+			return nil, err
+		}
+	}
+
+	// Engines: load what does not carry over (a changed model goes
+	// through the same validation and warm-up as a hot reload), then bind
+	// the rebuilt pipelines to the engines they carried over.
+	for _, name := range order {
+		m := next.models[name]
+		if m == base.models[name] {
+			continue
+		}
+		for _, p := range next.pipelines {
+			if p.cfg.Model == name {
+				m.targets = append(m.targets, p)
+			}
+		}
+		if len(m.targets) == 0 { // restoring, and every pipeline of it failed
+			continue
+		}
+		if m.backend == nil {
+			bn, err := ModelBackend(m.cfg)
+			if err != nil {
+				return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
+			}
+			if m.backend, err = d.opts.Factories.Backend(bn, m.cfg, c); err != nil {
+				return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
+			}
+		}
+		if m.path == "" {
+			for _, p := range m.targets {
+				if p.hot.Current() == nil {
+					if err := m.loadInto(ctx, d, p); err != nil {
+						return nil, err
+					}
+				}
+			}
+			continue
+		}
+		if err := m.loadFile(ctx, d, next.lastGood, mode == reconfigStart); err != nil {
+			return nil, err
+		}
+	}
+	kept := map[*pipeline]bool{}
+	for _, p := range base.pipelines {
+		kept[p] = true
+	}
+	var built []*pipeline
+	for _, p := range next.pipelines {
+		if !kept[p] && carried[p.cfg.Name] != nil {
+			if err := p.bind(p.hot.Current().Engine); err != nil {
+				if err := fail(p, err); err != nil {
+					return nil, err
+				}
+				p.src.Close()
+				continue
+			}
+		}
+		built = append(built, p)
+	}
+	next.pipelines = built
+	return next, nil
+}
+
+func allServing(prev map[string]*pipeline, pcs []*PipelineConfig) bool {
+	for _, pc := range pcs {
+		if o := prev[pc.Name]; o == nil || o.hot.Current() == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// commit replaces base by next (see reconfig). On error (not in restore
+// mode) the caller releases next and restores base.
+func (d *daemon) commit(base, next *graph, mode reconfig) error {
+	deadline := time.Now().Add(next.cfg.Daemon.StopTimeout.Duration)
+	in := next.parts()
+	var stopping []*pipeline
+	keptPipes := []*pipeline{}
+	for _, p := range base.pipelines {
+		switch {
+		case in.pipes[p]:
+			keptPipes = append(keptPipes, p)
+		case p.running(): // restoring: those replaced stopped already
+			stopping = append(stopping, p)
+		}
+	}
+	var stoppingSensors []*sensorEntry
+	keptSensors := map[string]*sensorEntry{}
+	for name, e := range base.sensors {
+		switch {
+		case in.sensors[e]:
+			keptSensors[name] = e
+		case e.running():
+			stoppingSensors = append(stoppingSensors, e)
+		}
+	}
+	if len(stopping) > 0 || len(stoppingSensors) > 0 {
+		// While parts are replaced, readers (metrics, status, health) see
+		// what keeps running.
+		interim := newGraph(d, base.cfg)
+		interim.pipelines, interim.sensors, interim.models, interim.lastGood = keptPipes, keptSensors, base.models, base.lastGood
+		interim.transitional = true
+		d.setGraph(interim, false)
+		for _, p := range stopping {
+			p.log.Info("pipeline stopped for the new configuration")
+			if err := d.stopPipeline(p, deadline); err != nil {
+				d.log.Warn("stopping a pipeline", "err", err)
+			}
+		}
+		for _, e := range stoppingSensors {
+			if err := d.stopSensor(e, deadline); err != nil {
+				d.log.Warn("stopping a sensor", "err", err)
+			}
+		}
+	}
+	if err := d.startSinks(next.cfg); err != nil {
+		if mode != reconfigRestore {
+			return err
+		}
+		d.log.Error("sink cannot be restored", "err", err)
+	}
+	if lg := next.lastGood; lg != nil && lg != base.lastGood {
+		lg.start()
+	}
+	for _, e := range next.sensors {
+		if e.cancel != nil {
+			continue // running
+		}
+		if err := d.startSensor(e, mode != reconfigRestore); err != nil {
+			return err
+		}
+	}
+	var running []*pipeline
+	started := 0
+	for _, p := range next.pipelines {
+		if p.life.cancel == nil {
+			started++
+			if err := d.startPipeline(p); err != nil {
+				if mode != reconfigRestore {
+					return err
+				}
+				d.log.Error("pipeline cannot be restored", "pipeline", p.cfg.Name, "err", err)
+				next.failed[p.cfg.Name] = &failedPipeline{p: p, err: err}
+				continue
+			}
+		}
+		running = append(running, p)
+	}
+	next.pipelines = running
+	d.release(base, next, deadline)
+	for _, m := range next.models {
+		if !m.started {
+			m.started = true
+			if r, ok := m.watch.(*trt.Reloader); ok && m.cfg.ReloadEnabled() {
+				r.Start()
+			}
+		}
+	}
+	d.setGraph(next, started == 0 && len(next.failed) == 0)
+	return nil
+}
+
+// parts is a graph's parts by identity.
+type parts struct {
+	pipes    map[*pipeline]bool
+	hots     map[*trt.Hot]bool
+	sensors  map[*sensorEntry]bool
+	models   map[*model]bool
+	backends map[trt.Backend]bool
+}
+
+func (g *graph) parts() parts {
+	ps := parts{pipes: map[*pipeline]bool{}, hots: map[*trt.Hot]bool{}, sensors: map[*sensorEntry]bool{}, models: map[*model]bool{}, backends: map[trt.Backend]bool{}}
+	for _, p := range g.all() {
+		ps.pipes[p] = true
+		ps.hots[p.hot] = true
+	}
+	for _, e := range g.sensors {
+		ps.sensors[e] = true
+	}
+	for _, m := range g.models {
+		ps.models[m] = true
+		if m.backend != nil {
+			ps.backends[m.backend] = true
+		}
+	}
+	return ps
+}
+
+// all is every pipeline of g, running or failed.
+func (g *graph) all() []*pipeline {
+	out := append([]*pipeline(nil), g.pipelines...)
+	for _, f := range g.failed {
+		out = append(out, f.p)
+	}
+	return out
+}
+
+// release stops and frees every part of a that b does not use, in the
+// order their dependencies need: pipelines, sensors, model watchers,
+// engines, backends, the state writer.
+func (d *daemon) release(a, b *graph, deadline time.Time) {
+	in := b.parts()
+	for _, p := range a.all() {
+		if !in.pipes[p] {
+			if err := d.stopPipeline(p, deadline); err != nil {
+				d.log.Warn("stopping a pipeline", "err", err)
+			}
+		}
+	}
+	for _, e := range a.sensors {
+		if !in.sensors[e] {
+			if err := d.stopSensor(e, deadline); err != nil {
+				d.log.Warn("stopping a sensor", "err", err)
+			}
+		}
+	}
+	for _, m := range a.models {
+		if !in.models[m] && m.watch != nil {
+			m.watch.Close()
+		}
+	}
+	for _, p := range a.all() {
+		if !in.hots[p.hot] {
+			p.hot.Close()
+		}
+	}
+	for _, m := range a.models {
+		if in.models[m] || m.backend == nil || in.backends[m.backend] {
+			continue
+		}
+		in.backends[m.backend] = true // closed once
+		if c, ok := m.backend.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				d.log.Warn("closing backend", "model", m.cfg.Name, "err", err)
+			}
+		}
+	}
+	if lg := a.lastGood; lg != nil && lg != b.lastGood {
+		lg.stop()
+	}
+}
+
+// currentGraph is the graph the run goroutine works on.
+func (d *daemon) currentGraph() *graph {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.graph
+}
+
+// setGraph publishes g to readers. ready keeps the readiness already
+// announced (nothing restarted); otherwise readiness is announced again
+// once every pipeline has a result.
+func (d *daemon) setGraph(g *graph, ready bool) {
+	d.mu.Lock()
+	d.graph, d.cfg = g, g.cfg
+	d.ready = d.ready && ready
+	d.mu.Unlock()
+}
