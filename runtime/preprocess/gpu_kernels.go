@@ -180,8 +180,9 @@ __device__ __forceinline__ void pre(const u8* __restrict__ src, int stride, int 
 	}
 }
 
-// One thread per output pixel. (Four rows per thread, to keep more loads
-// in flight, measured 20 % slower on the H200: docs/PERFORMANCE.md.)
+// One thread per output pixel. Measured slower on the H200 (4K → 640
+// letterbox; docs/PERFORMANCE.md): four or two output rows per thread,
+// and threads over the image area that also write a share of the padding.
 #define KERNEL(NAME, P) \
 extern "C" __global__ void __launch_bounds__(256) NAME(const u8* __restrict__ src, int stride, int sw, int sh, \
 	void* __restrict__ dst, int W, int H, int C, int fl, \

@@ -138,6 +138,13 @@ func parityCases() []gpuCase {
 			}
 		}
 	}
+	// Portrait sources: letterbox bands left and right of the image.
+	for _, pix := range pixes {
+		for _, filter := range []string{Bilinear, Area} {
+			cs = append(cs, gpuCase{pix: pix, w: 120, h: 200, noisy: true, seed: 77,
+				o: Options{Resize: Letterbox, Filter: filter, Out: Output{C: 3, H: 112, W: 144, NHWC: true}}})
+		}
+	}
 	// Padded strides, an upscale, a large downscale.
 	for _, pix := range pixes {
 		f := sensors.Format{Width: 100, Height: 60, Pixel: pix}
