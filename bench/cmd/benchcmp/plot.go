@@ -318,7 +318,7 @@ func writePlot(path string, rep *Report) error {
 	lx += 70
 	img.rect(lx, ly-10, lx+14, ly+2, colPy)
 	img.text(lx+20, ly, "python", black, 1, -1)
-	notes := []string{"Both sides paced at one frame rate. edged: total = capture stamp -> end of post; python: total = read frame -> end of post.",
+	notes := []string{"Both sides paced at one frame rate. edged: total = read frame -> hand-off to the socket; python: total = read frame -> end of post.",
 		"Bars stack stage p50s (they need not add up to the p50 of the total). Lower is better; throughput: higher."}
 	if pre {
 		notes = []string{"pre: edged's pipeline pre stage vs cvtColor + resize + normalise + HWC->CHW (OpenCV, NumPy).",

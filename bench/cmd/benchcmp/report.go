@@ -395,9 +395,9 @@ func (rep *Report) markdown() string {
 
 const stageNotes = `## What the stages include
 
-- edged (today): pre, infer, post as timed by the pipeline; total = from the frame's capture stamp
-  (after the replay source read it) to the end of post, so it includes the wait in the queue and not
-  the file read; fill, queue and encode appear when edged's records carry them.
+- edged: fill = the replay source reading the frame into its slot; queue = waiting for the inference
+  loop; pre, infer, post as timed by the pipeline; encode = encoding and hand-off to the socket sink;
+  total = from the start of the fill to the hand-off (the stages add up to it).
 - Python: fill = reading the frame from the file; pre = cvtColor + resize + normalise + HWC->CHW;
   infer = sess.run; post = top-5; total = fill + pre + infer + post (+ timer reads); encode =
   json.dumps + sendall of the previous line, outside total.
