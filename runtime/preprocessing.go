@@ -90,7 +90,7 @@ func (p *pipeline) newPreprocessors(out preprocess.Output) error {
 		if pp.Device == "gpu" {
 			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", ErrConfig, p.cfg.Name, err)
 		}
-		p.log.Info("preprocessing on the CPU", "pipeline", p.cfg.Name, "why", err.Error())
+		p.log.Info("preprocessing on the CPU", "why", err.Error())
 		return nil
 	}
 	p.gpre = g
@@ -104,7 +104,7 @@ func (p *pipeline) closePreprocessors() {
 	}
 	if p.gpre != nil {
 		if err := p.gpre.Close(); err != nil {
-			p.log.Warn("closing GPU preprocessing", "pipeline", p.cfg.Name, "err", err)
+			p.log.Warn("closing GPU preprocessing", "err", err)
 		}
 		p.gpre = nil
 	}
@@ -139,7 +139,7 @@ func (p *pipeline) choose(f sensors.Frame, slot frameSlot, in *trt.Tensor) {
 	p.preKey = f.Format
 	p.useGPU = true
 	if p.cfg.Preprocess.Device == "gpu" {
-		p.log.Info("preprocessing on the GPU", "pipeline", p.cfg.Name, "format", f.Format.String(),
+		p.log.Info("preprocessing on the GPU", "format", f.Format.String(),
 			"frames", p.gpre.Read(), "why", "preprocess.device = \"gpu\"")
 		return
 	}
@@ -158,14 +158,14 @@ func (p *pipeline) choose(f sensors.Frame, slot frameSlot, in *trt.Tensor) {
 	switch {
 	case gerr != nil:
 		p.useGPU = false
-		p.log.Warn("preprocessing on the CPU: the GPU path failed on the first frame", "pipeline", p.cfg.Name,
+		p.log.Warn("preprocessing on the CPU: the GPU path failed on the first frame",
 			"format", f.Format.String(), "err", gerr)
 	case cerr == nil && cpu < gpu:
 		p.useGPU = false
-		p.log.Info("preprocessing on the CPU", "pipeline", p.cfg.Name, "format", f.Format.String(),
+		p.log.Info("preprocessing on the CPU", "format", f.Format.String(),
 			"why", "faster on this frame", "cpu", cpu.String(), "gpu", gpu.String())
 	default:
-		p.log.Info("preprocessing on the GPU", "pipeline", p.cfg.Name, "format", f.Format.String(),
+		p.log.Info("preprocessing on the GPU", "format", f.Format.String(),
 			"frames", p.gpre.Read(), "why", "faster on this frame", "gpu", gpu.String(), "cpu", cpu.String())
 	}
 }
