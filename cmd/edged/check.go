@@ -261,6 +261,10 @@ func checkPreprocess(w *wiring, cfg *edruntime.Config, pc *edruntime.PipelineCon
 	}
 	start := time.Now()
 	g, err := w.gpuPreprocess(preprocess.Options{Out: preprocess.Output{C: 3, H: 8, W: 8}}, cfg)
+	if err != nil && dev == "auto" && (w.place == nil || w.place.Device == nil) {
+		ok("pipeline %s: CPU (no CUDA device; see gpu: above)", pc.Name)
+		return
+	}
 	if err != nil {
 		if dev == "gpu" {
 			fail(exitFailure, "pipeline %s: preprocess.device = \"gpu\": %v", pc.Name, err)
