@@ -96,6 +96,11 @@ func TestReloadLargeFilesBoundedMemory(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.reason == trt.ReasonInvalid && c.head != nil && os.Getenv("EDGED_EXEC_WRAPPER") != "" {
+				// make test-arm64: reading and hashing 256 MiB under qemu
+				// outlasts the event wait, and the RSS is the emulator's.
+				t.Skip("under an emulator (EDGED_EXEC_WRAPPER)")
+			}
 			h := newHarness(t, func(o *trt.ReloaderOptions) {
 				if c.budget != nil {
 					o.Budget = c.budget
