@@ -506,7 +506,7 @@ func TestMJPEGDecodedToRGB24(t *testing.T) {
 	if f := r.src.Format(); f.Pixel != sensors.RGB24 || r.src.Mode() != MemoryMmap {
 		t.Fatalf("format %v mode %s: want RGB24 frames from MMAP", f, r.src.Mode())
 	}
-	r.dev().push(event{data: []byte("not a jpeg")}, event{data: jb.Bytes()})
+	r.dev().push(event{data: []byte("not a jpeg")}, event{data: jb.Bytes()[:len(jb.Bytes())/2]}, event{data: jb.Bytes()})
 	f := r.next()
 	defer f.Slot.Release()
 	d := f.Data()
@@ -516,8 +516,21 @@ func TestMJPEGDecodedToRGB24(t *testing.T) {
 	if d[0] < 20 || d[0] > 40 || d[1] < 160 || d[1] > 180 || d[2] < 30 || d[2] > 50 {
 		t.Fatalf("decoded pixel %v, want about 30,170,40", d[:3])
 	}
-	if st := r.src.Stats(); st.Decode != 1 || f.Seq != 1 {
-		t.Fatalf("stats %+v seq %d: the bad JPEG must be dropped and counted", st, f.Seq)
+	if st := r.src.Stats(); st.Decode != 2 || f.Seq != 2 {
+		t.Fatalf("stats %+v seq %d: the bad and the truncated JPEG must be dropped and counted", st, f.Seq)
+	}
+	// The engine input is 16x12: frames are decoded at 1/4.
+	if line := r.src.SetDecodeTarget(16, 12, "stretch"); !strings.Contains(line, "1/4") {
+		t.Errorf("SetDecodeTarget: %q", line)
+	}
+	r.dev().push(event{data: jb.Bytes()})
+	g := r.next()
+	defer g.Slot.Release()
+	if want := (sensors.Format{Width: 16, Height: 12, Pixel: sensors.RGB24, FPS: g.Format.FPS, Downscale: 4}); g.Format != want || g.BytesUsed != 16*12*3 || r.src.Format() != want {
+		t.Fatalf("scaled frame %v, %d bytes; source format %v", g.Format, g.BytesUsed, r.src.Format())
+	}
+	if d := g.Data(); d[0] < 20 || d[0] > 40 || d[1] < 160 || d[1] > 180 {
+		t.Fatalf("scaled pixel %v", d[:3])
 	}
 }
 
