@@ -206,6 +206,9 @@ func ChooseScale(srcW, srcH, dstW, dstH int, resize string) (int, string) {
 	if srcW <= 0 || srcH <= 0 || dstW <= 0 || dstH <= 0 {
 		return 1, "engine input size not known: full scale"
 	}
+	if resize != Letterbox {
+		resize = Stretch
+	}
 	needW, needH := dstW, dstH
 	if resize == Letterbox {
 		// The image covers round(src*r) of the input, r the smaller ratio.
@@ -218,8 +221,8 @@ func ChooseScale(srcW, srcH, dstW, dstH int, resize string) (int, string) {
 	for _, d := range []int{8, 4, 2} {
 		w, h := ScaledSize(srcW, srcH, d)
 		if w >= needW && h >= needH {
-			return d, fmt.Sprintf("1/%d: %dx%d decodes to %dx%d, covering the %dx%d the %dx%d %s input samples", d, srcW, srcH, w, h, needW, needH, dstW, dstH, resize)
+			return d, fmt.Sprintf("1/%d: %dx%d decodes to %dx%d, at least the %dx%d pixels a %dx%d %s input samples", d, srcW, srcH, w, h, needW, needH, dstW, dstH, resize)
 		}
 	}
-	return 1, fmt.Sprintf("1/1: 1/2 of %dx%d would not cover the %dx%d the %dx%d %s input samples", srcW, srcH, needW, needH, dstW, dstH, resize)
+	return 1, fmt.Sprintf("1/1: 1/2 of %dx%d would be less than the %dx%d pixels a %dx%d %s input samples", srcW, srcH, needW, needH, dstW, dstH, resize)
 }
