@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
+	sjpeg "github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
@@ -531,6 +532,42 @@ func TestMJPEGDecodedToRGB24(t *testing.T) {
 	}
 	if d := g.Data(); d[0] < 20 || d[0] > 40 || d[1] < 160 || d[1] > 180 {
 		t.Fatalf("scaled pixel %v", d[:3])
+	}
+}
+
+// TestMJPEGNoAllocs: with libjpeg-turbo, an MJPEG frame is decoded into
+// its slot without a Go allocation, at full and at reduced scale.
+func TestMJPEGNoAllocs(t *testing.T) {
+	if _, err := sjpeg.New(sjpeg.Options{Backend: sjpeg.TurboJPEG}); err != nil {
+		t.Skip(err)
+	}
+	var jb bytes.Buffer
+	if err := jpeg.Encode(&jb, image.NewRGBA(image.Rect(0, 0, 64, 48)), nil); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, Options{Name: "mjpg", Pixel: sensors.MJPEG, JPEG: sjpeg.Options{Backend: sjpeg.TurboJPEG}}, 6, func() *fakeDev {
+		d := yuyvCam()
+		d.auto, d.autoData = true, jb.Bytes()
+		return d
+	})
+	r.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, target := range []int{0, 16} {
+		r.src.SetDecodeTarget(target, target, "stretch")
+		n := sensorstest.Mallocs(200, func() {
+			f, err := r.src.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Slot.Release()
+		})
+		if n != 0 {
+			t.Errorf("target %d: %v allocations in 200 frames, want 0", target, n)
+		}
+	}
+	if st := r.src.Stats(); st.Decode != 0 || r.src.Format().Downscale != 2 {
+		t.Errorf("stats %+v, format %v", st, r.src.Format())
 	}
 }
 
