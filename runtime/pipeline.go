@@ -324,6 +324,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	}
 	var err error
 	p.tr, err = p.preprocess(f, eng.Inputs()[p.inIdx])
+	p.tr = fullResolution(p.tr, f.Format)
 	frameSeq, tCapture, tReady := f.Seq, f.TCapture, f.TReady
 	f.Slot.Release()
 	if err != nil {
@@ -415,6 +416,9 @@ func (p *pipeline) bind(eng trt.Engine) error {
 	p.c, p.h, p.w = out.C, out.H, out.W
 	if err := p.newPreprocessors(out); err != nil {
 		return err
+	}
+	if p.src != nil {
+		p.announceInput()
 	}
 	outs := eng.Outputs()
 	byName := map[string]int{}

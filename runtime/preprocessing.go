@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edged-dev/edged/runtime/preprocess"
@@ -185,4 +186,39 @@ func timePath(f func() error) (time.Duration, error) {
 		best = min(best, time.Since(t))
 	}
 	return best, nil
+}
+
+// decodeTargeter is a source that decodes compressed frames (MJPEG) and
+// can decode them at the smallest scale that covers the engine input
+// (sensors/v4l2, synthetic, replay). The line it returns names the decoder,
+// the scale and why ("" when it decodes nothing).
+type decodeTargeter interface {
+	SetDecodeTarget(w, h int, resize string) string
+}
+
+// announceInput tells the source the engine input size once it is known.
+func (p *pipeline) announceInput() {
+	t, ok := p.src.(decodeTargeter)
+	if !ok || p.w <= 0 || p.h <= 0 {
+		return
+	}
+	line := t.SetDecodeTarget(p.w, p.h, p.cfg.Preprocess.Resize)
+	switch {
+	case line == "":
+	case strings.Contains(line, "; warning: "):
+		p.log.Warn("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
+	default:
+		p.log.Info("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
+	}
+}
+
+// fullResolution maps a transform of a frame decoded at 1/Downscale onto
+// the camera's own pixels, so results are in full-resolution coordinates
+// whatever scale the frame was decoded at.
+func fullResolution(t preprocess.Transform, f sensors.Format) preprocess.Transform {
+	if d := f.Downscale; d > 1 {
+		t.ScaleX /= float32(d)
+		t.ScaleY /= float32(d)
+	}
+	return t
 }

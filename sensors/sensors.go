@@ -84,6 +84,10 @@ type Format struct {
 	Pixel         PixelFormat
 	Stride        int     // bytes per line of the first plane; 0 means packed
 	FPS           float64 // nominal frame rate; 0 means free-running
+	// Downscale > 1 means the frame is the camera's image decoded at
+	// 1/Downscale (a DCT-scaled MJPEG decode, Width and Height rounded up):
+	// frame pixel x is camera pixel x*Downscale. 0 or 1: full resolution.
+	Downscale int
 }
 
 // LineBytes is the stride, or the packed line size when Stride is 0.
@@ -112,6 +116,9 @@ func (f Format) String() string {
 	s := fmt.Sprintf("%dx%d %s", f.Width, f.Height, f.Pixel)
 	if f.FPS > 0 {
 		s += fmt.Sprintf(" @%gfps", f.FPS)
+	}
+	if f.Downscale > 1 {
+		s += fmt.Sprintf(" (decoded at 1/%d)", f.Downscale)
 	}
 	return s
 }

@@ -109,6 +109,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	checkMemory(stdout, w, cfg, ok, fail)
 
 	fmt.Fprintln(stdout, "models:")
+	sigs := map[string]trt.Signature{}
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
 		start := time.Now()
@@ -117,8 +118,10 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fail(exitConfig, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
 			continue
 		}
+		sigs[m.Name] = sig
 		ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
 	}
+	checkMJPEG(cfg, sigs, ok, warn)
 	if code == exitOK {
 		fmt.Fprintln(stdout, "runnable")
 	} else {
@@ -198,10 +201,10 @@ func checkDevice(p string) error {
 
 // checkModel loads a model with its backend and runs one warm-up
 // inference, as the daemon does before serving.
-func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, alloc umem.Allocator) (string, string, error) {
+func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, alloc umem.Allocator) (trt.Signature, string, error) {
 	name, err := edruntime.ModelBackend(m)
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	var data []byte
 	if b, ok := m.Builtin(); ok {
@@ -210,7 +213,7 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 		data, err = readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
 	}
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	if name == "tensorrt" {
 		// The engine header says which TensorRT built it; check it against
@@ -219,15 +222,15 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
 		if perr == nil {
 			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
-				return "", "", err
+				return trt.Signature{}, "", err
 			}
 		} else if _, err := plan.Parse(data); err != nil {
-			return "", "", err
+			return trt.Signature{}, "", err
 		}
 	}
 	be, err := w.backend(name, m, cfg)
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	if c, ok := be.(io.Closer); ok {
 		defer c.Close()
@@ -240,13 +243,13 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 	}
 	eng, err := be.Load(ctx, data, opts)
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	defer eng.Close()
 	if err := edruntime.WarmUp(ctx, eng); err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
-	return trt.SignatureOf(eng).String(), be.Name(), nil
+	return trt.SignatureOf(eng), be.Name(), nil
 }
 
 // checkPreprocess says where a pipeline will preprocess: with a CUDA

@@ -186,6 +186,17 @@ type sizedSource struct {
 
 func (s sizedSource) SlotSize() int { return s.size }
 
+// SetDecodeTarget passes the engine input size on to an MJPEG source
+// (runtime looks for this method; the embedding hides the source's own).
+func (s sizedSource) SetDecodeTarget(w, h int, resize string) string {
+	if t, ok := s.Source.(interface {
+		SetDecodeTarget(w, h int, resize string) string
+	}); ok {
+		return t.SetDecodeTarget(w, h, resize)
+	}
+	return ""
+}
+
 // CaptureStats reports how a V4L2 camera captures and what its driver
 // dropped, for metrics (runtime looks for this method).
 func (s sizedSource) CaptureStats() (mode string, counters map[string]uint64) {

@@ -16,6 +16,12 @@
 // previous one (0 for the first); flags are sensors.Frame flags. A record
 // longer than the format's FrameSize is rejected as corrupt.
 //
+// A file recorded as MJPG (a camera's JPEG buffers as they came) replays
+// as decoded RGB24 frames (package jpeg, at the scale SetDecodeTarget asks
+// for, Format.Downscale), like a live MJPEG camera; a recorded frame that
+// does not decode is delivered with sensors.FlagError and no bytes, for
+// the consumer to drop and count.
+//
 // Frames are read straight into the leased slot: replaying a raw file
 // allocates nothing per frame.
 //
@@ -24,7 +30,8 @@
 // Every *.png, *.jpg and *.jpeg in the folder, sorted by name, becomes one
 // frame, converted to the configured pixel format (default RGB24; YUV with
 // BT.601 limited range, see package pixconv). All images must have the
-// size of the first. Decoding allocates (image/png, image/jpeg).
+// size of the first. Decoding allocates (image/png; .jpg and .jpeg go
+// through package jpeg's decoder, at full size).
 //
 // # Timing
 //

@@ -19,6 +19,8 @@ import (
 
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/internal/lifetime"
+	"github.com/edged-dev/edged/sensors/internal/mjpeg"
+	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/pixconv"
 )
 
@@ -37,6 +39,9 @@ type Options struct {
 	FreeRun bool
 	// Loop restarts at the first frame instead of returning ErrEOF.
 	Loop bool
+	// JPEG chooses the decoder of MJPEG files and .jpg images (default:
+	// libjpeg-turbo, else image/jpeg; see package jpeg).
+	JPEG jpeg.Options
 }
 
 // Source replays frames. It implements sensors.Source.
@@ -52,6 +57,15 @@ type Source struct {
 	format  sensors.Format
 	seq     uint64
 	played  int // frames of the current pass
+
+	// decoding: MJPEG files (at the decode target's scale) and .jpg images
+	mj     *mjpeg.Decoder
+	mjOpen bool // mj decodes an MJPEG file
+	target struct {
+		w, h   int
+		resize string
+	}
+	jbuf []byte // an MJPEG record before decoding
 
 	// raw file
 	file *os.File
@@ -81,6 +95,42 @@ func New(opts Options) (*Source, error) {
 
 // Name implements sensors.Source.
 func (s *Source) Name() string { return s.opts.Name }
+
+// SetDecodeTarget: see v4l2.Source.SetDecodeTarget. It applies to raw
+// files recorded as MJPEG (image folders decode at full size); the line
+// it returns is "" until Start has found an MJPEG file.
+func (s *Source) SetDecodeTarget(w, h int, resize string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target.w, s.target.h, s.target.resize = w, h, resize
+	if s.mj == nil || !s.mjOpen {
+		return ""
+	}
+	s.mj.SetDecodeTarget(w, h, resize)
+	s.format = s.decodedFormat()
+	return s.mj.Describe(s.fr.hdr.Format.Width, s.fr.hdr.Format.Height)
+}
+
+// decoder makes the JPEG decoder on first use.
+func (s *Source) decoder() (*mjpeg.Decoder, error) {
+	if s.mj == nil {
+		mj, err := mjpeg.New(s.opts.JPEG)
+		if err != nil {
+			return nil, s.errorf("%w", err)
+		}
+		s.mj = mj
+	}
+	return s.mj, nil
+}
+
+func (s *Source) decodedFormat() sensors.Format {
+	h := s.fr.hdr.Format
+	f := s.mj.Format(h.Width, h.Height, h.FPS)
+	if s.opts.FPS > 0 {
+		f.FPS = s.opts.FPS
+	}
+	return f
+}
 
 // Format implements sensors.Source; valid after Start.
 func (s *Source) Format() sensors.Format {
@@ -143,6 +193,20 @@ func (s *Source) openFile() error {
 		fr.fill = newFiller(fillWorkers())
 	}
 	s.file, s.fr, s.format = f, fr, fr.hdr.Format
+	s.mjOpen = false
+	if s.format.Pixel == sensors.MJPEG {
+		mj, err := s.decoder()
+		if err != nil {
+			f.Close()
+			s.file, s.fr = nil, nil
+			return err
+		}
+		mj.SetDecodeTarget(s.target.w, s.target.h, s.target.resize)
+		s.mjOpen, s.format = true, s.decodedFormat()
+		if n := fr.hdr.Format.FrameSize(); len(s.jbuf) < n {
+			s.jbuf = make([]byte, n)
+		}
+	}
 	return nil
 }
 
@@ -222,7 +286,10 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 		slot.Release()
 		return sensors.Frame{}, err
 	}
-	f.Slot, f.Seq, f.Format = slot, s.seq, s.format
+	f.Slot, f.Seq = slot, s.seq
+	if f.Format == (sensors.Format{}) {
+		f.Format = s.format
+	}
 	s.seq++
 	s.played++
 	return f, nil
@@ -262,6 +329,9 @@ func (s *Source) read(ctx context.Context, dst []byte) (sensors.Frame, error) {
 			return sensors.Frame{}, err
 		}
 		t := sensors.Now()
+		if s.mjOpen {
+			return s.readJPEG(rec, dst, t)
+		}
 		if err := s.fr.body(rec, dst); err != nil {
 			return sensors.Frame{}, s.errorf("%s: %w", s.opts.Path, err)
 		}
@@ -286,6 +356,25 @@ func (s *Source) read(ctx context.Context, dst []byte) (sensors.Frame, error) {
 	return sensors.Frame{BytesUsed: n, Flags: sensors.FlagCopied, TCapture: t, TReady: sensors.Now()}, nil
 }
 
+// readJPEG reads an MJPEG record and decodes it into dst. A frame that
+// does not decode (a camera's truncated or corrupt frame, recorded as it
+// came) is delivered flagged sensors.FlagError, with no bytes, for the
+// consumer to drop and count, as it would a camera's.
+func (s *Source) readJPEG(rec Record, dst []byte, t int64) (sensors.Frame, error) {
+	if err := s.fr.body(rec, s.jbuf); err != nil {
+		return sensors.Frame{}, s.errorf("%s: %w", s.opts.Path, err)
+	}
+	h := s.fr.hdr.Format
+	f, n, err := s.mj.Decode(dst, s.jbuf[:rec.Length], h.Width, h.Height, s.format.FPS)
+	if err != nil {
+		if errors.Is(err, jpeg.ErrShort) {
+			return sensors.Frame{}, s.errorf("%w", err)
+		}
+		return sensors.Frame{Flags: rec.Flags | sensors.FlagError, TCapture: t, TReady: sensors.Now(), Format: s.format}, nil
+	}
+	return sensors.Frame{BytesUsed: n, Flags: rec.Flags, TCapture: t, TReady: sensors.Now(), Format: f}, nil
+}
+
 func (s *Source) period() int64 {
 	if s.format.FPS > 0 {
 		return int64(float64(time.Second) / s.format.FPS)
@@ -302,6 +391,9 @@ func (s *Source) rewind() error {
 }
 
 func (s *Source) decode(path string, dst []byte) (int, error) {
+	if ext := strings.ToLower(filepath.Ext(path)); ext == ".jpg" || ext == ".jpeg" {
+		return s.decodeJPEG(path, dst)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -323,6 +415,30 @@ func (s *Source) decode(path string, dst []byte) (int, error) {
 	}
 	if err := pixconv.ImageToRGB24(s.rgb, 3*w, img); err != nil {
 		return 0, err
+	}
+	return pixconv.FromRGB24(dst, s.format, s.rgb, 3*w)
+}
+
+// decodeJPEG decodes a .jpg image through the JPEG decoder (full size).
+func (s *Source) decodeJPEG(path string, dst []byte) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	mj, err := s.decoder()
+	if err != nil {
+		return 0, err
+	}
+	w, h := s.format.Width, s.format.Height
+	out := dst
+	if s.format.Pixel != sensors.RGB24 {
+		out = s.rgb
+	}
+	if _, _, err := mj.Decode(out, b, w, h, 0); err != nil {
+		return 0, fmt.Errorf("%w: %s: %w (all images must have the size of the first, %dx%d)", sensors.ErrFormat, path, err, w, h)
+	}
+	if s.format.Pixel == sensors.RGB24 {
+		return 3 * w * h, nil
 	}
 	return pixconv.FromRGB24(dst, s.format, s.rgb, 3*w)
 }
@@ -377,6 +493,9 @@ func (s *Source) Close() error {
 		s.file, s.fr = nil, nil
 	}
 	s.images = nil
+	if s.mj != nil {
+		s.mj.Close()
+	}
 	if err != nil {
 		return s.errorf("closing %s: %w", s.opts.Path, err)
 	}

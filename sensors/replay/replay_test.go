@@ -10,10 +10,12 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
+	sjpeg "github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/pixconv"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -25,7 +27,7 @@ const waitLimit = 20 * time.Second
 // and the frames' bytes.
 func record(t testing.TB, n int, deltaMs int64, pix sensors.PixelFormat) (string, [][]byte) {
 	t.Helper()
-	cam, err := synthetic.New(synthetic.Options{Width: 64, Height: 48, Pixel: pix, Seed: 3, FPS: 0})
+	cam, err := synthetic.New(synthetic.Options{Width: 64, Height: 48, Pixel: pix, Seed: 3, FPS: 0, Encoded: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +103,17 @@ func TestRawFileRoundTrip(t *testing.T) {
 		t.Run(pix.String(), func(t *testing.T) {
 			path, frames := record(t, 6, 10, pix)
 			s, _ := startReplay(t, Options{Name: "rp", Path: path, FreeRun: true}, 2, 64*48*3)
-			if f := s.Format(); f.Width != 64 || f.Height != 48 || f.Pixel != pix || f.FPS != 100 {
+			out := pix
+			if pix == sensors.MJPEG {
+				out = sensors.RGB24 // decoded
+			}
+			if f := s.Format(); f.Width != 64 || f.Height != 48 || f.Pixel != out || f.FPS != 100 {
 				t.Fatalf("format %v", f)
 			}
 			for i, want := range frames {
+				if pix == sensors.MJPEG {
+					want = decoded(t, want)
+				}
 				f := next(t, s)
 				if f.Seq != uint64(i) || !bytes.Equal(f.Data(), want) || f.Flags != uint32(i) {
 					t.Fatalf("frame %d: seq %d, %d bytes (want %d), flags %d", i, f.Seq, f.BytesUsed, len(want), f.Flags)
@@ -115,6 +124,89 @@ func TestRawFileRoundTrip(t *testing.T) {
 				t.Fatalf("after the last frame: %v, want ErrEOF", err)
 			}
 		})
+	}
+}
+
+// decoded is the RGB24 image of a JPEG frame, by the decoder replay uses.
+func decoded(t testing.TB, src []byte) []byte {
+	d, err := sjpeg.New(sjpeg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h, err := d.Header(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 3*h.Width*h.Height)
+	if _, _, err := d.Decode(out, src, 1); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMJPEGFile: a recording of an MJPEG camera replays as decoded RGB24
+// frames, at the decode target's scale, and its corrupt frames come out
+// flagged FlagError (dropped and counted by the consumer), not torn.
+func TestMJPEGFile(t *testing.T) {
+	cam, err := synthetic.New(synthetic.Options{Width: 320, Height: 240, Pixel: sensors.MJPEG, Seed: 3, Encoded: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := sensorstest.NewHeapPool(2, 320*240*3)
+	if err := cam.Start(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	defer cam.Close()
+	path := filepath.Join(t.TempDir(), "mjpeg.edgedraw")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := NewRecorder(out, cam.Format())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := cam.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := bytes.Clone(fr.Data())
+	fr.Slot.Release()
+	for i, b := range [][]byte{good, good[:len(good)/2], {0}, good} {
+		if err := rec.WriteFrame(b, int64(i)*1e6, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	s, err := New(Options{Name: "rp", Path: path, FreeRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := s.SetDecodeTarget(80, 60, "letterbox"); line != "" {
+		t.Errorf("before Start: %q", line)
+	}
+	pool2 := sensorstest.NewHeapPool(2, 320*240*3)
+	if err := s.Start(context.Background(), pool2); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := sensors.Format{Width: 80, Height: 60, Pixel: sensors.RGB24, Downscale: 4}
+	if f := s.Format(); f != want {
+		t.Fatalf("format %v, want %v", f, want)
+	}
+	if line := s.SetDecodeTarget(80, 60, "letterbox"); !strings.Contains(line, "1/4") {
+		t.Errorf("SetDecodeTarget: %q", line)
+	}
+	for i, bad := range []bool{false, true, true, false} {
+		f := next(t, s)
+		if bad != (f.Flags&sensors.FlagError != 0) || (!bad && (f.Format != want || f.BytesUsed != 80*60*3)) || (bad && f.BytesUsed != 0) {
+			t.Fatalf("frame %d: flags %#x, %v, %d bytes", i, f.Flags, f.Format, f.BytesUsed)
+		}
+		f.Slot.Release()
 	}
 }
 

@@ -12,5 +12,8 @@
 // YUV formats use BT.601 limited range and GREY full-range luma (see
 // package pixconv, whose converter builds the coloured lines). Raw formats
 // are drawn by copying pre-encoded lines and allocate nothing per frame;
-// MJPEG is JPEG-encoded with image/jpeg (the slow path, which allocates).
+// MJPEG is JPEG-encoded with image/jpeg (the slow path, which allocates)
+// and then, like a V4L2 MJPEG camera's frames, decoded into the slot as
+// RGB24 by package jpeg, at the scale SetDecodeTarget asks for; with
+// Options.Encoded the JPEG bytes themselves are delivered.
 package synthetic

@@ -11,6 +11,8 @@ import (
 
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/internal/lifetime"
+	"github.com/edged-dev/edged/sensors/internal/mjpeg"
+	sjpeg "github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/pixconv"
 )
 
@@ -32,6 +34,12 @@ type Options struct {
 	PeriodFrames  int                 // frames per background colour; default 30
 	Square        int                 // side of the square in pixels; default min(Width,Height)/6, rounded down to even
 	JPEGQuality   int                 // MJPEG only, 1..100; default 85
+	// Encoded (MJPEG only) delivers the JPEG bytes, as a camera's buffers
+	// hold them (Format().Pixel MJPEG; for recordings and decoder tests).
+	// By default MJPEG frames are encoded and then decoded into the slot
+	// like a V4L2 MJPEG camera's: RGB24, at the SetDecodeTarget scale.
+	Encoded bool
+	JPEG    sjpeg.Options // the decoder of MJPEG frames (package jpeg)
 }
 
 func (o Options) withDefaults() Options {
@@ -176,8 +184,11 @@ func TruthAt(o Options, seq uint64) Truth {
 // Source is a synthetic camera. It implements sensors.Source.
 type Source struct {
 	opts   Options
+	fmtMu  sync.Mutex // guards format (SetDecodeTarget changes it)
 	format sensors.Format
 	path   path
+	mj     *mjpeg.Decoder // MJPEG frames delivered decoded
+	enc    []byte         // the encoded frame before decoding
 	period time.Duration
 
 	// Pre-encoded lines: for packed formats line[c] is one line of colour
@@ -212,6 +223,14 @@ func New(opts Options) (*Source, error) {
 		s.period = time.Duration(float64(time.Second) / o.FPS)
 	}
 	if o.Pixel == sensors.MJPEG {
+		if !o.Encoded {
+			mj, err := mjpeg.New(o.JPEG)
+			if err != nil {
+				return nil, fmt.Errorf("synthetic %q: %w", o.Name, err)
+			}
+			s.mj, s.enc = mj, make([]byte, s.format.FrameSize())
+			s.format = mj.Format(o.Width, o.Height, o.FPS)
+		}
 		s.rgba = image.NewRGBA(image.Rect(0, 0, o.Width, o.Height))
 		s.jpo.Quality = o.JPEGQuality
 		for i, c := range Palette {
@@ -265,8 +284,35 @@ func encodeLine(c RGB, o Options) ([]byte, error) {
 // Name implements sensors.Source.
 func (s *Source) Name() string { return s.opts.Name }
 
-// Format implements sensors.Source. Frames are packed (Stride 0).
-func (s *Source) Format() sensors.Format { return s.format }
+// Format implements sensors.Source. Frames are packed (Stride 0). MJPEG
+// frames are RGB24 unless Options.Encoded.
+func (s *Source) Format() sensors.Format {
+	s.fmtMu.Lock()
+	defer s.fmtMu.Unlock()
+	return s.format
+}
+
+// SetDecodeTarget: see v4l2.Source.SetDecodeTarget; "" unless MJPEG
+// frames are decoded.
+func (s *Source) SetDecodeTarget(w, h int, resize string) string {
+	if s.mj == nil {
+		return ""
+	}
+	s.mj.SetDecodeTarget(w, h, resize)
+	s.fmtMu.Lock()
+	s.format = s.mj.Format(s.opts.Width, s.opts.Height, s.opts.FPS)
+	s.fmtMu.Unlock()
+	return s.mj.Describe(s.opts.Width, s.opts.Height)
+}
+
+// SlotSize is the slot size frames need: Format().FrameSize(), or for
+// decoded MJPEG the full-scale RGB24 frame whatever the decode target.
+func (s *Source) SlotSize() int {
+	if s.mj != nil {
+		return s.opts.Width * s.opts.Height * 3
+	}
+	return s.Format().FrameSize()
+}
 
 // Options returns the effective options (defaults applied).
 func (s *Source) Options() Options { return s.opts }
@@ -321,13 +367,24 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 		return sensors.Frame{}, fmt.Errorf("synthetic %q: leasing a frame slot: %w", s.opts.Name, err)
 	}
 	t := sensors.Now()
-	n, err := s.draw(slot.Bytes(), s.seq)
+	format := s.Format()
+	var n int
+	if s.mj != nil {
+		if n, err = s.drawJPEG(s.enc, s.path.at(s.opts, s.seq)); err == nil {
+			format, n, err = s.mj.Decode(slot.Bytes(), s.enc[:n], s.opts.Width, s.opts.Height, s.opts.FPS)
+			if err != nil {
+				err = fmt.Errorf("synthetic %q: decoding MJPEG frame: %w", s.opts.Name, err)
+			}
+		}
+	} else {
+		n, err = s.draw(slot.Bytes(), s.seq)
+	}
 	if err != nil {
 		slot.Release()
 		return sensors.Frame{}, err
 	}
-	f := sensors.Frame{Seq: s.seq, TCapture: t, TReady: sensors.Now(), BytesUsed: n, Format: s.format, Slot: slot}
-	if s.format.Pixel == sensors.MJPEG {
+	f := sensors.Frame{Seq: s.seq, TCapture: t, TReady: sensors.Now(), BytesUsed: n, Format: format, Slot: slot}
+	if s.opts.Pixel == sensors.MJPEG {
 		f.Flags = sensors.FlagCopied
 	}
 	s.seq++
@@ -367,6 +424,9 @@ func (s *Source) Close() error {
 	s.started = false
 	s.run.End()
 	s.pool = nil
+	if s.mj != nil {
+		s.mj.Close()
+	}
 	return nil
 }
 
@@ -415,8 +475,8 @@ func (s *Source) draw(buf []byte, seq uint64) (int, error) {
 func (s *Source) drawJPEG(buf []byte, tr Truth) (int, error) {
 	img := s.rgba
 	bg := s.bgLines[tr.Background]
-	for y := 0; y < s.format.Height; y++ {
-		row := img.Pix[y*img.Stride : y*img.Stride+4*s.format.Width]
+	for y := 0; y < s.opts.Height; y++ {
+		row := img.Pix[y*img.Stride : y*img.Stride+4*s.opts.Width]
 		copy(row, bg)
 		if y >= tr.Y && y < tr.Y+tr.Side {
 			copy(row[4*tr.X:], s.sqLine)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -386,5 +387,42 @@ func BenchmarkDraw(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestMJPEGDecoded: an MJPEG synthetic camera delivers decoded RGB24 (the
+// configuration "format = MJPEG" must not reach preprocessing as JPEG),
+// at the decode target's scale; Encoded keeps the JPEG bytes.
+func TestMJPEGDecoded(t *testing.T) {
+	o := Options{Name: "cam", Width: 320, Height: 240, Pixel: sensors.MJPEG, Seed: 7}
+	s, _ := start(t, o, 2)
+	if f := s.Format(); f != (sensors.Format{Width: 320, Height: 240, Pixel: sensors.RGB24}) {
+		t.Fatalf("format %v", f)
+	}
+	if line := s.SetDecodeTarget(64, 64, "stretch"); !strings.Contains(line, "1/2") {
+		t.Errorf("SetDecodeTarget: %q", line) // 1/4 would give 80x60 < 64 high
+	}
+	f, err := s.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Slot.Release()
+	if want := (sensors.Format{Width: 160, Height: 120, Pixel: sensors.RGB24, Downscale: 2}); f.Format != want || s.Format() != want || f.BytesUsed != 160*120*3 {
+		t.Fatalf("frame %v (%d bytes), source %v", f.Format, f.BytesUsed, s.Format())
+	}
+	tr := s.Truth(f.Seq)
+	cx, cy := int(tr.CenterX)/2, int(tr.CenterY)/2 // camera pixels to frame pixels
+	if p := f.Data()[3*(160*cy+cx):]; !near(p, expect(SquareColor, sensors.RGB24), 12) {
+		t.Errorf("square centre at (%d,%d) of the 1/2 frame: %v", cx, cy, p[:3])
+	}
+
+	e, _ := start(t, Options{Width: 64, Height: 48, Pixel: sensors.MJPEG, Encoded: true}, 2)
+	g, err := e.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Slot.Release()
+	if g.Format.Pixel != sensors.MJPEG || !bytes.HasPrefix(g.Data(), []byte{0xff, 0xd8}) || e.SetDecodeTarget(8, 8, "stretch") != "" {
+		t.Fatalf("Encoded: %v %x", g.Format, g.Data()[:4])
 	}
 }

@@ -14,9 +14,12 @@
 // copies (or decodes) each frame into a slot once. [Source.Stats] reports
 // the mode and why, for logs and metrics.
 //
-// MJPEG is the slow path: frames are decoded on the CPU with image/jpeg
-// into the slot as RGB24 (so Format().Pixel is RGB24), which allocates per
-// frame and costs milliseconds at 1080p.
+// MJPEG frames are decoded on the CPU by package jpeg (libjpeg-turbo,
+// loaded at run time, else image/jpeg) into the slot as RGB24 (so
+// Format().Pixel is RGB24). After [Source.SetDecodeTarget] they are decoded
+// at the smallest DCT scale (1/2, 1/4, 1/8) that still covers the engine
+// input, and Format().Downscale says by how much. Corrupt, truncated and
+// wrongly sized frames are dropped and counted in Stats().Decode.
 //
 // # Frames
 //

@@ -59,6 +59,7 @@ type fakeDev struct {
 	padLines      int                              // extra bytes per line (stride)
 	mem           func(addr uintptr, n int) []byte // finds USERPTR memory
 	auto          bool                             // endless good frames when the script is empty
+	autoData      []byte                           // auto: every frame's payload (MJPEG); nil = the sequence number
 	fill          bool                             // write the payload (benchmarks skip it)
 
 	// state
@@ -334,6 +335,7 @@ func (d *fakeDev) dqbuf(b *buffer) error {
 		}
 		d.script = d.script[1:]
 	case d.auto && d.fifo.n > 0:
+		ev.data = d.autoData
 	default:
 		return unix.EAGAIN
 	}

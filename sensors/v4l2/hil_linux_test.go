@@ -8,7 +8,8 @@ package v4l2
 //	  go test -tags hil -run HIL -v ./sensors/v4l2
 //
 // Optional: EDGED_HIL_FORMAT (YUYV), EDGED_HIL_SIZE (640x480), EDGED_HIL_FPS
-// (30), EDGED_HIL_UNPLUG=1 for the interactive unplug/replug test.
+// (30), EDGED_HIL_UNPLUG=1 for the interactive unplug/replug test;
+// EDGED_HIL_FORMAT=MJPEG runs TestHILMJPEG (decoder, scale, corrupt frames).
 
 import (
 	"context"
@@ -212,4 +213,44 @@ func TestHILUnplugReplug(t *testing.T) {
 		f.Slot.Release()
 	}
 	t.Logf("streaming again: %+v", s.Stats())
+}
+
+// TestHILMJPEG (EDGED_HIL_FORMAT=MJPEG): a real UVC camera's MJPEG frames
+// decode at the scale a 224x224 input needs, with fewer than 1 % dropped as
+// corrupt; it logs the decoder, the scale and the fill time per frame
+// (driver timestamp to decoded slot, transfer included).
+func TestHILMJPEG(t *testing.T) {
+	o := hilOptions(t)
+	if o.Pixel != sensors.MJPEG {
+		t.Skip("EDGED_HIL_FORMAT is not MJPEG")
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", s.SetDecodeTarget(224, 224, "stretch"))
+	pool := hilPool(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s.Start(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 300
+	var fill time.Duration
+	var format sensors.Format
+	for i := 0; i < n; i++ {
+		f, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d frames: %v (stats %+v)", i, err, s.Stats())
+		}
+		fill += time.Duration(f.TReady - f.TCapture)
+		format = f.Format
+		f.Slot.Release()
+	}
+	st := s.Stats()
+	t.Logf("%v: %d frames, mean fill %v, %d dropped as undecodable; stats %+v", format, n, fill/n, st.Decode, st)
+	if st.Decode*100 > n {
+		t.Errorf("%d of %d frames did not decode", st.Decode, n+int(st.Decode))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/jpeg"
 )
 
 // ErrNotCapture means the device node is not a streaming video capture
@@ -48,6 +49,9 @@ type Options struct {
 	// ErrDeviceGone. Defaults 3 and 10.
 	RestartAfter, GiveUpAfter int
 	DevRoot                   string // default /dev; tests point it at a fixture tree
+	// JPEG chooses the MJPEG decoder (default: libjpeg-turbo, else
+	// image/jpeg with a warning; see package jpeg).
+	JPEG jpeg.Options
 }
 
 func (o Options) withDefaults() Options {
@@ -112,7 +116,7 @@ type Stats struct {
 	Frames     uint64 // delivered
 	Corrupt    uint64 // dropped: V4L2_BUF_FLAG_ERROR
 	Short      uint64 // dropped: fewer bytes than the format needs
-	Decode     uint64 // dropped: MJPEG that failed to decode
+	Decode     uint64 // dropped: MJPEG that failed to decode (corrupt, truncated, wrong size)
 	Timeouts   uint64 // polls that saw no frame within PollTimeout
 	Restarts   uint64 // STREAMOFF/STREAMON after repeated timeouts
 	Gone       uint64 // times the device went away while streaming

@@ -20,7 +20,7 @@ import (
 
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/internal/ctxmerge"
-	"github.com/edged-dev/edged/sensors/pixconv"
+	"github.com/edged-dev/edged/sensors/internal/mjpeg"
 )
 
 // tryGetter is implemented by pools that can lease a slot without waiting
@@ -51,6 +51,7 @@ type Source struct {
 	opts Options
 	open func(path string) (device, error)
 	cnt  counters
+	mj   *mjpeg.Decoder // MJPEG cameras
 
 	// wakeMu guards the eventfd and the lifetime's cancel func, so Close
 	// and context cancellation can wake a Next that holds mu.
@@ -97,14 +98,35 @@ func New(opts Options) (*Source, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Source{opts: o, open: openFileDevice, wakeFd: -1}, nil
+	s := &Source{opts: o, open: openFileDevice, wakeFd: -1}
+	if o.Pixel == sensors.MJPEG {
+		mj, err := mjpeg.New(o.JPEG)
+		if err != nil {
+			return nil, fmt.Errorf("v4l2 camera %q: %w", o.Name, err)
+		}
+		s.mj = mj
+	}
+	return s, nil
+}
+
+// SetDecodeTarget tells an MJPEG camera the engine input it feeds (size
+// and preprocess resize mode), so frames are decoded at the smallest DCT
+// scale that covers it (frames then report Format.Downscale). It returns a
+// line saying which decoder serves, the scale and why; "" for other
+// formats.
+func (s *Source) SetDecodeTarget(w, h int, resize string) string {
+	if s.mj == nil {
+		return ""
+	}
+	s.mj.SetDecodeTarget(w, h, resize)
+	return s.mj.Describe(s.opts.Width, s.opts.Height)
 }
 
 // Name implements sensors.Source.
 func (s *Source) Name() string { return s.opts.Name }
 
 // Format implements sensors.Source: the format of delivered frames (for
-// MJPEG cameras, RGB24). Valid after Start.
+// MJPEG cameras, RGB24, at the decode scale). Valid after Start.
 func (s *Source) Format() sensors.Format {
 	s.infoMu.Lock()
 	defer s.infoMu.Unlock()
@@ -282,7 +304,7 @@ func (s *Source) setFormat(node string) error {
 	s.devPix = o.Pixel
 	delivered := sensors.Format{Width: o.Width, Height: o.Height, Pixel: o.Pixel}
 	if o.Pixel == sensors.MJPEG {
-		delivered.Pixel = sensors.RGB24
+		delivered.Pixel = sensors.RGB24 // at full scale: the slot size
 	} else if bpl := int(p.Bytesperline); bpl > o.Pixel.PackedLine(o.Width) {
 		delivered.Stride = bpl
 	}
@@ -297,6 +319,9 @@ func (s *Source) setFormat(node string) error {
 	}
 	delivered.FPS = s.setRate(o.FPS)
 	s.timeoutMs = s.pollTimeout(delivered.FPS)
+	if s.mj != nil {
+		delivered = s.mj.Format(o.Width, o.Height, delivered.FPS)
+	}
 	s.infoMu.Lock()
 	s.format = delivered
 	s.infoMu.Unlock()
@@ -356,9 +381,13 @@ func (s *Source) setupBuffers(ctx context.Context, node string) error {
 	if err != nil {
 		return s.errorf("leasing a frame slot: %w", err)
 	}
-	if len(first.Bytes()) < s.format.FrameSize() {
+	need := s.format.FrameSize()
+	if s.mj != nil {
+		need = s.need // a full-scale decode, whatever the decode target
+	}
+	if len(first.Bytes()) < need {
 		first.Release()
-		return s.errorf("slot of %d bytes cannot hold a %s frame of %d bytes: size the pool with Format().FrameSize()", len(first.Bytes()), s.format, s.format.FrameSize())
+		return s.errorf("slot of %d bytes cannot hold a %s frame of %d bytes: size the pool with Format().FrameSize()", len(first.Bytes()), s.format, need)
 	}
 	reason := ""
 	switch {
@@ -756,13 +785,19 @@ func (s *Source) deliver(ctx context.Context) (sensors.Frame, bool, error) {
 	}
 	data := v.mem[:min(n, len(v.mem))]
 	if s.devPix == sensors.MJPEG {
-		jf := sensors.Format{Width: s.opts.Width, Height: s.opts.Height, Pixel: sensors.MJPEG}
-		if err := pixconv.ToRGB24(sl.Bytes(), jf, data); err != nil {
+		df, used, err := s.mj.Decode(sl.Bytes(), data, s.opts.Width, s.opts.Height, s.format.FPS)
+		if err != nil {
+			// Corrupt or truncated: never pass a torn image on.
 			sl.Release()
 			s.cnt.decode.Add(1)
 			return sensors.Frame{}, false, s.requeue(i)
 		}
-		f.BytesUsed = s.format.FrameSize()
+		if df != s.format { // the decode target changed
+			s.infoMu.Lock()
+			s.format = df
+			s.infoMu.Unlock()
+		}
+		f.Format, f.BytesUsed = df, used
 	} else {
 		f.BytesUsed = copy(sl.Bytes(), data[:min(len(data), s.need)])
 	}
@@ -807,6 +842,9 @@ func (s *Source) Close() error {
 // is already gone.
 func (s *Source) teardown() error {
 	var errs []error
+	if s.mj != nil {
+		s.mj.Close() // the next Start's first frame makes a new one
+	}
 	if s.dev != nil {
 		t := uint32(bufTypeVideoCapture)
 		if s.streaming {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
+	sjpeg "github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
@@ -506,7 +507,7 @@ func TestMJPEGDecodedToRGB24(t *testing.T) {
 	if f := r.src.Format(); f.Pixel != sensors.RGB24 || r.src.Mode() != MemoryMmap {
 		t.Fatalf("format %v mode %s: want RGB24 frames from MMAP", f, r.src.Mode())
 	}
-	r.dev().push(event{data: []byte("not a jpeg")}, event{data: jb.Bytes()})
+	r.dev().push(event{data: []byte("not a jpeg")}, event{data: jb.Bytes()[:len(jb.Bytes())/2]}, event{data: jb.Bytes()})
 	f := r.next()
 	defer f.Slot.Release()
 	d := f.Data()
@@ -516,8 +517,57 @@ func TestMJPEGDecodedToRGB24(t *testing.T) {
 	if d[0] < 20 || d[0] > 40 || d[1] < 160 || d[1] > 180 || d[2] < 30 || d[2] > 50 {
 		t.Fatalf("decoded pixel %v, want about 30,170,40", d[:3])
 	}
-	if st := r.src.Stats(); st.Decode != 1 || f.Seq != 1 {
-		t.Fatalf("stats %+v seq %d: the bad JPEG must be dropped and counted", st, f.Seq)
+	if st := r.src.Stats(); st.Decode != 2 || f.Seq != 2 {
+		t.Fatalf("stats %+v seq %d: the bad and the truncated JPEG must be dropped and counted", st, f.Seq)
+	}
+	// The engine input is 16x12: frames are decoded at 1/4.
+	if line := r.src.SetDecodeTarget(16, 12, "stretch"); !strings.Contains(line, "1/4") {
+		t.Errorf("SetDecodeTarget: %q", line)
+	}
+	r.dev().push(event{data: jb.Bytes()})
+	g := r.next()
+	defer g.Slot.Release()
+	if want := (sensors.Format{Width: 16, Height: 12, Pixel: sensors.RGB24, FPS: g.Format.FPS, Downscale: 4}); g.Format != want || g.BytesUsed != 16*12*3 || r.src.Format() != want {
+		t.Fatalf("scaled frame %v, %d bytes; source format %v", g.Format, g.BytesUsed, r.src.Format())
+	}
+	if d := g.Data(); d[0] < 20 || d[0] > 40 || d[1] < 160 || d[1] > 180 {
+		t.Fatalf("scaled pixel %v", d[:3])
+	}
+}
+
+// TestMJPEGNoAllocs: with libjpeg-turbo, an MJPEG frame is decoded into
+// its slot without a Go allocation, at full and at reduced scale.
+func TestMJPEGNoAllocs(t *testing.T) {
+	if _, err := sjpeg.New(sjpeg.Options{Backend: sjpeg.TurboJPEG}); err != nil {
+		t.Skip(err)
+	}
+	var jb bytes.Buffer
+	if err := jpeg.Encode(&jb, image.NewRGBA(image.Rect(0, 0, 64, 48)), nil); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, Options{Name: "mjpg", Pixel: sensors.MJPEG, JPEG: sjpeg.Options{Backend: sjpeg.TurboJPEG}}, 6, func() *fakeDev {
+		d := yuyvCam()
+		d.auto, d.autoData = true, jb.Bytes()
+		return d
+	})
+	r.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, target := range []int{0, 16} {
+		r.src.SetDecodeTarget(target, target, "stretch")
+		n := sensorstest.Mallocs(200, func() {
+			f, err := r.src.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Slot.Release()
+		})
+		if n != 0 {
+			t.Errorf("target %d: %v allocations in 200 frames, want 0", target, n)
+		}
+	}
+	if st := r.src.Stats(); st.Decode != 0 || r.src.Format().Downscale != 2 {
+		t.Errorf("stats %+v, format %v", st, r.src.Format())
 	}
 }
 

@@ -49,6 +49,9 @@ func (s *Source) Next(context.Context) (sensors.Frame, error) {
 // Close implements sensors.Source.
 func (s *Source) Close() error { return nil }
 
+// SetDecodeTarget does nothing on this platform.
+func (s *Source) SetDecodeTarget(int, int, string) string { return "" }
+
 // DeviceInfo is what Probe reports about a camera.
 type DeviceInfo struct {
 	Node, Driver, Card, BusInfo string

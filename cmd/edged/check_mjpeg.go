@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+
+	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/sensors/jpeg"
+	"github.com/edged-dev/edged/trt"
+)
+
+// checkMJPEG says, for each pipeline whose camera delivers MJPEG, which
+// decoder serves it, the DCT scale its frames are decoded at for the
+// model's input and why (what run logs as "MJPEG decoding"). sigs are the
+// loaded models' signatures by model name.
+func checkMJPEG(cfg *edruntime.Config, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
+	var dec *jpeg.Decoder
+	for i := range cfg.Pipelines {
+		pc := &cfg.Pipelines[i]
+		sc := cfg.Source(pc.Source)
+		if sc == nil || (sc.Format != "MJPEG" && sc.Format != "MJPG") {
+			continue
+		}
+		if dec == nil {
+			d, err := jpeg.New(jpeg.Options{})
+			if err != nil {
+				warn("pipeline %s: MJPEG decoder: %v", pc.Name, err)
+				return
+			}
+			defer d.Close()
+			dec = d
+		}
+		b := dec.Backend()
+		w, h := inputSize(sigs[pc.Model], pc)
+		scale := "scale chosen when the engine is loaded"
+		if sc.Width > 0 && sc.Height > 0 && w > 0 && h > 0 {
+			d, why := jpeg.ChooseScale(sc.Width, sc.Height, w, h, pc.Preprocess.Resize)
+			scale = fmt.Sprintf("scale 1/%d (%s)", d, why)
+		}
+		if b.Warning != "" {
+			warn("pipeline %s: MJPEG decoded by %s, %s", pc.Name, b, scale)
+			continue
+		}
+		ok("pipeline %s: MJPEG decoded by %s, %s", pc.Name, b, scale)
+	}
+}
+
+// inputSize is the image size of the pipeline's engine input: the shape
+// [1,C,H,W] or [1,H,W,C] (C 1 or 3), else preprocess.width and height.
+func inputSize(sig trt.Signature, pc *edruntime.PipelineConfig) (int, int) {
+	for _, t := range sig.Inputs {
+		if pc.Preprocess.Input != "" && t.Name != pc.Preprocess.Input {
+			continue
+		}
+		s := t.Shape
+		if len(s) == 4 {
+			h, w := s[2], s[3]
+			if s[1] != 1 && s[1] != 3 {
+				h, w = s[1], s[2]
+			}
+			if h > 0 && w > 0 {
+				return int(w), int(h)
+			}
+		}
+		break
+	}
+	return pc.Preprocess.Width, pc.Preprocess.Height
+}

@@ -1,0 +1,50 @@
+package jpeg_test
+
+import (
+	"bytes"
+	stdjpeg "image/jpeg"
+	"testing"
+
+	"github.com/edged-dev/edged/sensors/jpeg"
+)
+
+// BenchmarkDecode1080p decodes one 1920x1080 4:2:0 q85 frame of scene
+// (image/jpeg encoded): full scale on both backends (and image/jpeg's
+// decode to YCbCr alone, without the RGB24 conversion), and libjpeg-turbo at
+// the scale a 224x224 stretch input needs (1/4, 480x270). docs/PERFORMANCE.md
+// ("MJPEG decoding") has the numbers.
+func BenchmarkDecode1080p(b *testing.B) {
+	src := encode(b, scene(1920, 1080), 85)
+	dst := make([]byte, 1920*1080*3)
+	den224, _ := jpeg.ChooseScale(1920, 1080, 224, 224, jpeg.Stretch)
+	b.Run("image-jpeg/ycbcr-only", func(b *testing.B) { // jpeg.Decode alone, no RGB24 conversion
+		b.SetBytes(int64(len(src)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := stdjpeg.Decode(bytes.NewReader(src)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, c := range []struct {
+		name  string
+		mk    func(testing.TB) *jpeg.Decoder
+		denom int
+	}{
+		{"image-jpeg/full", std, 1},
+		{"libjpeg-turbo/full", turbo, 1},
+		{"libjpeg-turbo/224-stretch", turbo, den224},
+		{"libjpeg-turbo/1-8", turbo, 8},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := c.mk(b)
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := d.Decode(dst, src, c.denom); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,40 @@
+// Package jpeg decodes camera JPEG (MJPEG) frames into packed RGB24, the
+// format the preprocessing paths read, straight into a frame slot.
+//
+// # Backends
+//
+// [New] picks a backend at run time and says which and why in [Backend]:
+//
+//   - "libjpeg-turbo": libturbojpeg.so.0 (Debian libturbojpeg0, Ubuntu and
+//     JetPack libturbojpeg) loaded with dlopen on first use, TurboJPEG 2.x
+//     API (tjDecompressHeader3, tjDecompress2 with TJPF_RGB). Nothing of it
+//     is needed to build; decoding a frame allocates nothing in Go.
+//   - "image/jpeg": the standard library, used only when the library cannot
+//     be loaded (or a binary built without cgo), with a warning in
+//     [Backend.Warning] naming the package to install. It allocates a
+//     decoded image per frame and is several times slower.
+//
+// [Options.Backend] or the environment variable EDGED_JPEG ("go",
+// "turbojpeg") forces one; tests use it to exercise the fallback. A GPU
+// backend (nvJPEG) would be a third implementation of the unexported
+// backend interface, chosen the same way.
+//
+// # Scaled decoding
+//
+// JPEG's DCT lets a decoder produce 1/2, 1/4 or 1/8 of the image for a
+// fraction of the work. [ChooseScale] picks the smallest output that still
+// covers what an engine input of a given size and resize mode samples from
+// the source; [Decoder.Decode] decodes at that scale (image/jpeg decodes
+// in full and averages d×d blocks). The output of a 1/d decode of a W×H
+// image is ceil(W/d)×ceil(H/d), as TJSCALED computes it.
+//
+// # Corrupt frames
+//
+// Cameras deliver truncated frames (no EOI), bad entropy-coded data and
+// empty buffers. Every decode error, and every libjpeg warning (libjpeg
+// fills the rest of a truncated image with grey and only warns), is
+// [ErrCorrupt]: the caller drops the frame, and the slot's contents are
+// unspecified. MJPEG frames without Huffman tables (DHT) use the default
+// tables of ITU-T T.81 Annex K.3: libjpeg-turbo inserts them itself, and
+// for image/jpeg [WithDefaultHuffman] adds the segment.
+package jpeg
