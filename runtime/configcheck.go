@@ -197,6 +197,16 @@ type checker struct {
 	probs []Problem
 }
 
+// newChecker returns a checker that positions problems in c's file (by
+// key path alone for a Config built in code).
+func (c *Config) newChecker() *checker {
+	k := &checker{file: c.File, idx: c.idx}
+	if k.idx == nil {
+		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
+	}
+	return k
+}
+
 func (k *checker) add(path, format string, args ...any) {
 	line, col := k.idx.pos(path)
 	k.probs = append(k.probs, Problem{File: k.file, Line: line, Col: col, Key: path, Msg: fmt.Sprintf(format, args...)})
@@ -401,10 +411,7 @@ func (c *Config) checkModel(k *checker, i int) {
 // separate from the schema validation in Parse so that example
 // configurations can be validated on machines without their models.
 func (c *Config) CheckFiles() error {
-	k := &checker{file: c.File, idx: c.idx}
-	if k.idx == nil {
-		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
-	}
+	k := c.newChecker()
 	for i := range c.Models {
 		m := &c.Models[i]
 		if _, builtin := m.Builtin(); builtin || m.Path == "" {

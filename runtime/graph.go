@@ -388,10 +388,19 @@ func (m *model) where() string {
 }
 
 func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
-	o := trt.LoadOptions{Name: m.cfg.Name, Alloc: d.alloc, Threads: max(m.cfg.Threads, 1)}
-	if pp := p.cfg.Preprocess; pp.Width > 0 && pp.Height > 0 {
-		in := pp.Input
-		o.Shapes = map[string][]int64{in: {1, 3, int64(pp.Height), int64(pp.Width)}}
+	return LoadOptions(m.cfg, p.cfg, d.alloc)
+}
+
+// LoadOptions are the options model mc's engine for pipeline pc (nil: no
+// pipeline) is loaded with, tensors from alloc: the daemon's and edged
+// check's.
+func LoadOptions(mc *ModelConfig, pc *PipelineConfig, alloc umem.Allocator) trt.LoadOptions {
+	o := trt.LoadOptions{Name: mc.Name, Alloc: alloc, Threads: max(mc.Threads, 1)}
+	if pc == nil {
+		return o
+	}
+	if pp := pc.Preprocess; pp.Width > 0 && pp.Height > 0 {
+		o.Shapes = map[string][]int64{pp.Input: {1, 3, int64(pp.Height), int64(pp.Width)}}
 	}
 	return o
 }

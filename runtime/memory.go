@@ -213,10 +213,7 @@ func (c *Config) CheckMemory(plan, held MemoryPlan, b MemoryBudget) (MemoryRepor
 			r.engines += n.EngineBytes
 		}
 	}
-	k := &checker{file: c.File, idx: c.idx}
-	if k.idx == nil {
-		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
-	}
+	k := c.newChecker()
 	procRoot := b.ProcRoot
 	if procRoot == "" {
 		procRoot = "/proc"

@@ -394,50 +394,22 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 }
 
 // bind fixes the tensor layout from the first engine and builds the
-// post-processors. Later engines must have the same signature.
+// preprocessors and post-processors, as planEngine decides. Later engines
+// must have the same signature.
 func (p *pipeline) bind(eng trt.Engine) error {
-	ins := eng.Inputs()
-	p.inIdx = -1
-	for i, t := range ins {
-		if p.cfg.Preprocess.Input == "" || t.Name == p.cfg.Preprocess.Input {
-			p.inIdx = i
-			break
-		}
-	}
-	if p.inIdx < 0 {
-		return fmt.Errorf("%w: model %q has no input %q (inputs: %s)", ErrConfig, p.cfg.Model, p.cfg.Preprocess.Input, tensorNames(ins))
-	}
-	in := ins[p.inIdx]
-	out, err := inputLayout(in.TensorSpec, p.cfg.Preprocess.Layout)
+	plan, err := planEngine(p.conf, p.cfg, trt.SignatureOf(eng))
 	if err != nil {
-		return fmt.Errorf("%w: model %q input %s: %w", ErrConfig, p.cfg.Model, in.TensorSpec, err)
-	}
-	p.c, p.h, p.w = out.C, out.H, out.W
-	if err := p.newPreprocessors(out); err != nil {
 		return err
 	}
-	outs := eng.Outputs()
-	byName := map[string]int{}
-	for i, t := range outs {
-		byName[t.Name] = i
-	}
-	conf := map[string]*PostprocessConfig{}
-	for i := range p.cfg.Postprocess {
-		q := &p.cfg.Postprocess[i]
-		if _, ok := byName[q.Output]; !ok {
-			return fmt.Errorf("%w: pipeline %q post-processes output %q, but model %q has outputs %s", ErrConfig, p.cfg.Name, q.Output, p.cfg.Model, tensorNames(outs))
-		}
-		conf[q.Output] = q
+	p.inIdx = plan.in
+	p.c, p.h, p.w = plan.pre.Out.C, plan.pre.Out.H, plan.pre.Out.W
+	if err := p.newPreprocessors(plan.pre); err != nil {
+		return err
 	}
 	p.post, p.postOut = nil, nil
-	for i, t := range outs {
-		o := postprocess.Options{Kind: postprocess.Raw, MaxValues: DefaultMaxValues}
-		if q := conf[t.Name]; q != nil {
-			o = postprocess.Options{Kind: q.Kind, K: q.K, Softmax: q.Softmax, Labels: q.Labels, MaxValues: q.MaxValues,
-				ScoreThreshold: float32(q.ScoreThreshold), IOUThreshold: float32(q.IOUThreshold), MaxDetections: q.MaxDetections}
-		}
-		proc, err := postprocess.New(t.Name, t.Shape, o)
-		if err != nil {
+	for i, t := range eng.Outputs() {
+		proc, err := postprocess.New(t.Name, t.Shape, plan.post[i])
+		if err != nil { // planEngine built it already
 			return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)
 		}
 		p.post = append(p.post, proc)
@@ -446,17 +418,6 @@ func (p *pipeline) bind(eng trt.Engine) error {
 	p.rec = stream.Record{Kind: stream.KindResult, Pipeline: p.cfg.Name, Outputs: make([]stream.Output, len(p.post)),
 		Sensors: make([]sensors.Sample, 0, len(p.rings))}
 	return nil
-}
-
-func tensorNames(ts []*trt.Tensor) string {
-	s := ""
-	for i, t := range ts {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%q", t.Name)
-	}
-	return "[" + s + "]"
 }
 
 // rateLog logs the first occurrence of a repeated error, then a count at

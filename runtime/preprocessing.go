@@ -58,16 +58,10 @@ func inputLayout(in trt.TensorSpec, layout string) (preprocess.Output, error) {
 }
 
 // newPreprocessors builds the CPU path and, unless device = "cpu", the GPU
-// path for tensors of shape out, replacing earlier ones.
-func (p *pipeline) newPreprocessors(out preprocess.Output) error {
+// path with options o (from planEngine), replacing earlier ones.
+func (p *pipeline) newPreprocessors(o preprocess.Options) error {
 	p.closePreprocessors()
 	pp := p.cfg.Preprocess
-	o := preprocess.Options{
-		Resize: pp.Resize, Filter: pp.Filter, Matrix: pp.ColorMatrix, FullRange: pp.ColorRange == "full",
-		BGR: pp.Color == "bgr", Scale: float32(pp.Scale), Out: out, Threads: pp.Threads,
-		Mean: [3]float32{float32(pp.Mean[0]), float32(pp.Mean[1]), float32(pp.Mean[2])},
-		Std:  [3]float32{float32(pp.Std[0]), float32(pp.Std[1]), float32(pp.Std[2])},
-	}
 	pre, err := preprocess.New(o)
 	if err != nil {
 		return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)

@@ -19,7 +19,9 @@ import (
 
 // cmdCheck validates the configuration, probes the GPU, the devices the
 // sources and sinks name, and loads every model the way the daemon would
-// (including the warm-up inference), and compares what the frame pools
+// (including the warm-up inference, one engine per pipeline), checks each
+// pipeline against its engine with the function the daemon binds it with
+// (runtime.CheckPipeline), and compares what the frame pools
 // and engines need with the memory there is, as run does. It exits 0 when
 // the configuration is runnable, 78 for configuration errors (including
 // unusable model files, and frame pools and engines that can never fit in
@@ -111,13 +113,37 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintln(stdout, "models:")
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
-		start := time.Now()
-		sig, backend, err := checkModel(ctx, w, cfg, m, alloc)
-		if err != nil {
-			fail(exitConfig, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
-			continue
+		// Each pipeline gets its own engine, loaded with its options, as
+		// run loads them; a model no pipeline uses is loaded once.
+		var users []*edruntime.PipelineConfig
+		for j := range cfg.Pipelines {
+			if cfg.Pipelines[j].Model == m.Name {
+				users = append(users, &cfg.Pipelines[j])
+			}
 		}
-		ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+		if len(users) == 0 {
+			users = append(users, nil)
+		}
+		for _, pc := range users {
+			start := time.Now()
+			sig, backend, err := checkModel(ctx, w, cfg, m, pc, alloc)
+			if err != nil {
+				fail(exitConfig, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
+				break
+			}
+			ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+			if pc == nil {
+				continue
+			}
+			// The same decision run makes when it binds the pipeline.
+			if err := edruntime.CheckPipeline(cfg, pc, sig); err != nil {
+				for _, line := range splitLines(err.Error()) {
+					fail(exitConfig, "%s", line)
+				}
+				continue
+			}
+			ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
+		}
 	}
 	if code == exitOK {
 		fmt.Fprintln(stdout, "runnable")
@@ -198,10 +224,10 @@ func checkDevice(p string) error {
 
 // checkModel loads a model with its backend and runs one warm-up
 // inference, as the daemon does before serving.
-func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, alloc umem.Allocator) (string, string, error) {
+func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, pc *edruntime.PipelineConfig, alloc umem.Allocator) (trt.Signature, string, error) {
 	name, err := edruntime.ModelBackend(m)
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	var data []byte
 	if b, ok := m.Builtin(); ok {
@@ -210,7 +236,7 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 		data, err = readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
 	}
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	if name == "tensorrt" {
 		// The engine header says which TensorRT built it; check it against
@@ -219,34 +245,28 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
 		if perr == nil {
 			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
-				return "", "", err
+				return trt.Signature{}, "", err
 			}
 		} else if _, err := plan.Parse(data); err != nil {
-			return "", "", err
+			return trt.Signature{}, "", err
 		}
 	}
 	be, err := w.backend(name, m, cfg)
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	if c, ok := be.(io.Closer); ok {
 		defer c.Close()
 	}
-	opts := trt.LoadOptions{Name: m.Name, Alloc: alloc, Threads: max(m.Threads, 1)}
-	for _, p := range cfg.Pipelines {
-		if p.Model == m.Name && p.Preprocess.Width > 0 && p.Preprocess.Height > 0 {
-			opts.Shapes = map[string][]int64{p.Preprocess.Input: {1, 3, int64(p.Preprocess.Height), int64(p.Preprocess.Width)}}
-		}
-	}
-	eng, err := be.Load(ctx, data, opts)
+	eng, err := be.Load(ctx, data, edruntime.LoadOptions(m, pc, alloc))
 	if err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
 	defer eng.Close()
 	if err := edruntime.WarmUp(ctx, eng); err != nil {
-		return "", "", err
+		return trt.Signature{}, "", err
 	}
-	return trt.SignatureOf(eng).String(), be.Name(), nil
+	return trt.SignatureOf(eng), be.Name(), nil
 }
 
 // checkPreprocess says where a pipeline will preprocess: with a CUDA

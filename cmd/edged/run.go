@@ -73,10 +73,15 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}()
 
 	if err := d.Run(ctx); err != nil {
+		// Positioned problems, one a line, as for an invalid file.
 		var me *edruntime.MemoryError
 		if errors.As(err, &me) {
-			// Positioned problems, one a line, as for an invalid file.
 			fmt.Fprintf(stderr, "edged: %s: frame pools and engines do not fit in memory:\n%v\n", what, me)
+			return exitCode(err)
+		}
+		var ce *edruntime.ConfigError
+		if errors.As(err, &ce) {
+			fmt.Fprintf(stderr, "edged: %s: the pipelines do not fit their models:\n%v\n", what, ce)
 			return exitCode(err)
 		}
 		log.Error("edged failed", "err", err)
