@@ -238,7 +238,8 @@ func (e *ConfigError) Error() string {
 // Unwrap lets errors.Is(err, ErrConfig) hold.
 func (e *ConfigError) Unwrap() error { return ErrConfig }
 
-// LoadFile reads, decodes, defaults and validates a configuration file.
+// LoadFile reads, decodes, defaults and validates a configuration file,
+// as Parse does.
 func LoadFile(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -249,6 +250,11 @@ func LoadFile(path string) (*Config, error) {
 
 // Parse decodes, defaults and validates configuration text. name is used in
 // messages and to resolve relative paths ("" for the embedded default).
+//
+// Every problem found is returned in one *ConfigError. Unless the text
+// cannot be read as TOML at all, the configuration as far as it was
+// understood (defaults filled in) comes with it: it must not be run, but
+// edged check goes on to check the devices and model files it names.
 func Parse(name string, data []byte) (*Config, error) {
 	idx := indexKeys(data)
 	// Decode in two steps so that a type error names the array element it
@@ -318,7 +324,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	probs = append(probs, cfg.validate(idx)...)
 	if len(probs) > 0 {
 		sortProblems(probs)
-		return nil, &ConfigError{Problems: probs}
+		return cfg, &ConfigError{Problems: probs}
 	}
 	return cfg, nil
 }

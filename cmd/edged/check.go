@@ -17,34 +17,34 @@ import (
 	"github.com/edged-dev/edged/umem"
 )
 
-// cmdCheck validates the configuration, probes the GPU, the devices the
-// sources and sinks name, and loads every model the way the daemon would
-// (including the warm-up inference, one engine per pipeline), checks each
-// pipeline against its engine with the function the daemon binds it with
-// (runtime.CheckPipeline), and compares what the frame pools
-// and engines need with the memory there is, as run does. It exits 0 when
-// the configuration is runnable, 78 for configuration errors (including
-// unusable model files, and frame pools and engines that can never fit in
-// this machine) and 1 when a required device is missing or broken or the
-// memory they need is in use now.
+// cmdCheck checks what run would, and reports every problem it finds in
+// one run: the configuration (file:line:column and key) and its model
+// files, the GPU, where each pipeline preprocesses, the devices the
+// sources and sinks name, the memory the frame pools and engines need, and
+// every model, loaded for each pipeline the way the daemon loads it
+// (warm-up included) and checked against the pipeline with the function
+// the daemon binds it with (runtime.CheckPipeline). The memory and the
+// models are checked only when the configuration itself is valid: they
+// depend on its values.
+//
+// A problem is of one of two kinds. A configuration problem needs a person
+// to change something (the file, a model file, frame pools and engines
+// that can never fit in this machine); waiting does not help. A problem of
+// the machine may pass by itself: a required device missing or unusable,
+// memory in use now, no GPU for device = "gpu". The exit status is 78 when
+// at least one problem is a configuration problem, else 1 when there is a
+// problem, else 0 (runnable).
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", stderr)
 	path := fs.String("config", "", "configuration file (default: $EDGED_CONFIG, else the embedded default)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	cfg, what, err := loadConfig(*path)
-	if err != nil {
-		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, err)
-		return exitCode(err)
+	cfg, what, perr := parseConfig(*path)
+	if cfg == nil { // not readable as TOML: nothing else can be checked
+		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, perr)
+		return exitCode(perr)
 	}
-	fmt.Fprintf(stdout, "configuration %s: ok (%d source(s), %d model(s), %d pipeline(s), %d sink(s))\n",
-		what, len(cfg.Sources), len(cfg.Models), len(cfg.Pipelines), len(cfg.Sinks))
-	if err := cfg.CheckFiles(); err != nil {
-		fmt.Fprintf(stderr, "%v\n", err)
-		return exitConfig
-	}
-
 	code := exitOK
 	fail := func(c int, format string, a ...any) {
 		fmt.Fprintf(stdout, "  FAIL  "+format+"\n", a...)
@@ -54,6 +54,29 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	ok := func(format string, a ...any) { fmt.Fprintf(stdout, "  ok    "+format+"\n", a...) }
 	warn := func(format string, a ...any) { fmt.Fprintf(stdout, "  warn  "+format+"\n", a...) }
+	skip := func(why string) { fmt.Fprintf(stdout, "        not checked: %s\n", why) }
+
+	ferr := cfg.CheckFiles()
+	counts := fmt.Sprintf("%d source(s), %d model(s), %d pipeline(s), %d sink(s)", len(cfg.Sources), len(cfg.Models), len(cfg.Pipelines), len(cfg.Sinks))
+	if err := errors.Join(perr, ferr); err != nil {
+		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, err)
+		code = exitConfig
+		fmt.Fprintf(stdout, "configuration %s: not valid, the problems are listed on stderr (%s)\n", what, counts)
+	} else {
+		fmt.Fprintf(stdout, "configuration %s: ok (%s)\n", what, counts)
+	}
+	valid := perr == nil
+	const invalid = "the configuration has problems (listed on stderr)"
+	missing := map[string]bool{} // models whose file CheckFiles refused
+	var ce *edruntime.ConfigError
+	if errors.As(ferr, &ce) {
+		for _, p := range ce.Problems {
+			var i int
+			if _, err := fmt.Sscanf(p.Key, "model[%d].path", &i); err == nil && i < len(cfg.Models) {
+				missing[cfg.Models[i].Name] = true
+			}
+		}
+	}
 
 	fmt.Fprintln(stdout, "gpu:")
 	w := &wiring{log: slog.New(slog.DiscardHandler)}
@@ -108,11 +131,25 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	fmt.Fprintln(stdout, "memory:")
-	checkMemory(stdout, w, cfg, ok, fail)
+	if valid {
+		checkMemory(stdout, w, cfg, ok, fail)
+	} else {
+		skip(invalid)
+	}
 
 	fmt.Fprintln(stdout, "models:")
+	if !valid {
+		skip(invalid)
+	}
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
+		if !valid {
+			break
+		}
+		if missing[m.Name] {
+			fmt.Fprintf(stdout, "        model %s: not loaded: its file is not there (listed on stderr)\n", m.Name)
+			continue
+		}
 		// Each pipeline gets its own engine, loaded with its options, as
 		// run loads them; a model no pipeline uses is loaded once.
 		var users []*edruntime.PipelineConfig
@@ -145,10 +182,13 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
 		}
 	}
-	if code == exitOK {
+	switch code {
+	case exitOK:
 		fmt.Fprintln(stdout, "runnable")
-	} else {
-		fmt.Fprintln(stdout, "not runnable")
+	case exitConfig:
+		fmt.Fprintln(stdout, "not runnable: the configuration or a model file must change (exit 78)")
+	default:
+		fmt.Fprintln(stdout, "not runnable on this machine now: a device, the GPU or memory is missing (exit 1)")
 	}
 	return code
 }

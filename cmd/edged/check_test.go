@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,88 @@ func TestCheckDecidesAsRun(t *testing.T) {
 		code, stderr := runBriefly(t, lib, "run", cfg)
 		if code != 78 || !strings.Contains(stderr, want) {
 			t.Errorf("run with %s: exit %d, want 78 and %q in:\n%s", c.to, code, want, stderr)
+		}
+	}
+}
+
+// TestCheckReportsEveryProblem is issue 11's third finding: check stopped
+// at the first missing model file and said nothing of the cameras and
+// UARTs it could not find. Now one run reports every problem of every kind
+// (configuration, model files, engines, devices), and the exit status
+// follows one rule: 78 when any problem is a configuration problem, else 1
+// when any device (or memory) is missing, else 0.
+func TestCheckReportsEveryProblem(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bad.onnx"), []byte("junk, not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := func(name, model, extra string) string {
+		text := fmt.Sprintf(`[[source]]
+name = "cam"
+kind = "v4l2"
+device = %q
+width = 640
+height = 480
+%s
+[[source]]
+name = "imu"
+kind = "serial"
+device = %q
+
+[[model]]
+name = "m"
+path = %q
+
+[[pipeline]]
+name = "p"
+source = "cam"
+model = "m"
+sensors = ["imu"]
+sinks = ["uart", "local"]
+
+[[sink]]
+name = "uart"
+kind = "serial"
+device = %q
+
+[[sink]]
+name = "local"
+kind = "socket"
+path = %q
+`, filepath.Join(dir, "video9"), extra, filepath.Join(dir, "ttyIMU"), model, filepath.Join(dir, "ttyTHS9"), filepath.Join(dir, "e.sock"))
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	devices := []string{
+		"FAIL  source cam: " + filepath.Join(dir, "video9") + ": no such file or directory",
+		"FAIL  source imu: " + filepath.Join(dir, "ttyIMU") + ": no such file or directory",
+		"warn  sink uart: " + filepath.Join(dir, "ttyTHS9") + ": no such file or directory",
+	}
+	cases := []struct {
+		name, model, extra string
+		code               int
+		want               []string
+	}{
+		{"missing-model.toml", "missing.onnx", "", 78, append([]string{
+			"missing-model.toml:15:1: model[0].path: model file " + filepath.Join(dir, "missing.onnx") + ": no such file or directory",
+			"model m: not loaded: its file is not there"}, devices...)},
+		{"bad-model.toml", "bad.onnx", "", 78, append([]string{"FAIL  model m (" + filepath.Join(dir, "bad.onnx") + "): "}, devices...)},
+		{"bad-key.toml", "builtin:demo", "fsp = 30.0", 78, append([]string{"bad-key.toml:7:1: source[0].fsp: unknown key"}, devices...)},
+		{"devices.toml", "builtin:demo", "", 1, append([]string{"ok    model m (builtin:demo)", "ok    pipeline p:"}, devices...)},
+	}
+	for _, c := range cases {
+		out, code := runCheck(t, lib, config(c.name, c.model, c.extra))
+		if code != c.code {
+			t.Errorf("%s: exit %d, want %d:\n%s", c.name, code, c.code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: the report lacks %q:\n%s", c.name, w, out)
+			}
 		}
 	}
 }

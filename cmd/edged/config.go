@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,9 +11,23 @@ import (
 	edruntime "github.com/edged-dev/edged/runtime"
 )
 
-// loadConfig loads -config, $EDGED_CONFIG, or the embedded default. The
-// second result names what was loaded, for messages.
+// loadConfig loads -config, $EDGED_CONFIG, or the embedded default, and
+// checks that its model files are there. The second result names what was
+// loaded, for messages. On error the configuration is nil when the file
+// could not be read as TOML; otherwise it is what Parse understood, and
+// the error lists every problem of the file and of its model files.
 func loadConfig(path string) (*edruntime.Config, string, error) {
+	cfg, what, err := parseConfig(path)
+	if cfg != nil {
+		if ferr := cfg.CheckFiles(); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
+	return cfg, what, err
+}
+
+// parseConfig is loadConfig without the model files.
+func parseConfig(path string) (*edruntime.Config, string, error) {
 	if path == "" {
 		path = os.Getenv("EDGED_CONFIG")
 	}
@@ -21,9 +36,6 @@ func loadConfig(path string) (*edruntime.Config, string, error) {
 		return cfg, "embedded default configuration", err
 	}
 	cfg, err := edruntime.LoadFile(path)
-	if err == nil {
-		err = cfg.CheckFiles()
-	}
 	return cfg, path, err
 }
 
