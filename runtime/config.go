@@ -2,10 +2,13 @@ package runtime
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,71 +260,18 @@ func LoadFile(path string) (*Config, error) {
 // edged check goes on to check the devices and model files it names.
 func Parse(name string, data []byte) (*Config, error) {
 	idx := indexKeys(data)
-	// Decode in two steps so that a type error names the array element it
-	// happened in: first into primitives, then each section on its own.
-	var raw struct {
-		Daemon    toml.Primitive   `toml:"daemon"`
-		GPU       toml.Primitive   `toml:"gpu"`
-		Sources   []toml.Primitive `toml:"source"`
-		Models    []toml.Primitive `toml:"model"`
-		Pipelines []toml.Primitive `toml:"pipeline"`
-		Sinks     []toml.Primitive `toml:"sink"`
-	}
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
+	var top map[string]toml.Primitive
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&top)
 	if err != nil {
-		return nil, &ConfigError{Problems: []Problem{decodeProblem(name, idx, "", err)}}
+		return nil, &ConfigError{Problems: []Problem{syntaxProblem(name, err)}}
 	}
 	cfg := &Config{File: name, idx: idx}
-	var probs []Problem
-	var failed []string // sections whose decoding stopped early
-	dec := func(prefix string, p toml.Primitive, v any) {
-		if err := md.PrimitiveDecode(p, v); err != nil {
-			probs = append(probs, decodeProblem(name, idx, prefix, err))
-			failed = append(failed, prefix)
-		}
-	}
-	dec("daemon", raw.Daemon, &cfg.Daemon)
-	dec("gpu", raw.GPU, &cfg.GPU)
-	cfg.Sources = make([]SourceConfig, len(raw.Sources))
-	for i, p := range raw.Sources {
-		dec(fmt.Sprintf("source[%d]", i), p, &cfg.Sources[i])
-	}
-	cfg.Models = make([]ModelConfig, len(raw.Models))
-	for i, p := range raw.Models {
-		dec(fmt.Sprintf("model[%d]", i), p, &cfg.Models[i])
-	}
-	cfg.Pipelines = make([]PipelineConfig, len(raw.Pipelines))
-	for i, p := range raw.Pipelines {
-		dec(fmt.Sprintf("pipeline[%d]", i), p, &cfg.Pipelines[i])
-	}
-	cfg.Sinks = make([]SinkConfig, len(raw.Sinks))
-	for i, p := range raw.Sinks {
-		dec(fmt.Sprintf("sink[%d]", i), p, &cfg.Sinks[i])
-	}
-	seen := map[string]int{}
-	for _, k := range md.Undecoded() {
-		plain := k.String()
-		path := idx.occurrence(plain, seen[plain])
-		seen[plain]++
-		if slices.ContainsFunc(failed, func(f string) bool {
-			return path == f || strings.HasPrefix(path, f+".") || strings.HasPrefix(path, f+"[")
-		}) {
-			continue // not reached because of the error already reported
-		}
-		line, col := idx.pos(path)
-		probs = append(probs, Problem{File: name, Line: line, Col: col, Key: path,
-			Msg: "unknown key (check the spelling; every key is listed in configs/edged.toml)"})
-	}
-	if len(failed) > 0 {
-		// A section that did not decode would give validation half a
-		// picture (and misleading complaints); its error comes first.
-		sortProblems(probs)
-		return nil, &ConfigError{Problems: probs}
-	}
-	// Unknown keys leave everything else decoded: validate too, so that
-	// one run of edged check lists every problem.
+	d := &decoder{md: md, file: name, idx: idx}
+	d.fields("", top, reflect.ValueOf(cfg).Elem())
 	cfg.applyDefaults()
-	probs = append(probs, cfg.validate(idx)...)
+	k := cfg.newChecker()
+	k.broken = d.broken
+	probs := append(d.probs, cfg.validate(k)...)
 	if len(probs) > 0 {
 		sortProblems(probs)
 		return cfg, &ConfigError{Problems: probs}
@@ -329,36 +279,120 @@ func Parse(name string, data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// decodeProblem locates a decoder error. prefix is the indexed path of the
-// section being decoded ("" for the whole file).
-func decodeProblem(name string, idx *keyIndex, prefix string, err error) Problem {
-	p := Problem{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
-	lastKey := ""
+// decoder decodes a configuration key by key, so that a value of the
+// wrong type is reported at its key and every other key is still decoded
+// and validated; keys the schema does not have are reported too.
+type decoder struct {
+	md    toml.MetaData
+	file  string
+	idx   *keyIndex
+	probs []Problem
+	// broken holds the key paths whose value did not decode: validation
+	// does not complain about them again (see checker.add).
+	broken map[string]bool
+}
+
+// fields decodes the keys of a table at path (indexed, "" for the whole
+// file) into the struct v.
+func (d *decoder) fields(path string, keys map[string]toml.Primitive, v reflect.Value) {
+	byTag := map[string]int{}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if tag := f.Tag.Get("toml"); f.IsExported() && tag != "" && tag != "-" {
+			byTag[tag] = i
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		at := key
+		if path != "" {
+			at = path + "." + key
+		}
+		i, ok := byTag[key]
+		if !ok {
+			d.add(at, "unknown key (check the spelling; every key is listed in configs/edged.toml)")
+			continue
+		}
+		d.value(at, keys[key], v.Field(i))
+	}
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// value decodes one value at path into v: a table into a struct (key by
+// key), an array of tables into a slice of structs (table by table),
+// anything else whole.
+func (d *decoder) value(path string, prim toml.Primitive, v reflect.Value) {
+	switch {
+	case v.Kind() == reflect.Struct && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler):
+		// The decoder takes a value that is not a table for an empty
+		// table when it decodes into a map: look first.
+		var raw any
+		if err := d.md.PrimitiveDecode(prim, &raw); err != nil {
+			d.fail(path, err)
+			return
+		}
+		if _, ok := raw.(map[string]any); !ok {
+			d.fail(path, fmt.Errorf("incompatible types: TOML value has type %T; destination has type table", raw))
+			return
+		}
+		var keys map[string]toml.Primitive
+		if err := d.md.PrimitiveDecode(prim, &keys); err != nil {
+			d.fail(path, err)
+			return
+		}
+		d.fields(path, keys, v)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+		var elems []toml.Primitive
+		if err := d.md.PrimitiveDecode(prim, &elems); err != nil {
+			d.fail(path, err)
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), len(elems), len(elems)))
+		for i, e := range elems {
+			d.value(fmt.Sprintf("%s[%d]", path, i), e, v.Index(i))
+		}
+	default:
+		if err := d.md.PrimitiveDecode(prim, v.Addr().Interface()); err != nil {
+			v.SetZero() // what it decoded before it failed is not the value
+			d.fail(path, err)
+		}
+	}
+}
+
+func (d *decoder) add(path, msg string) {
+	line, col := d.idx.pos(path)
+	if line > 0 && col == 0 {
+		col = 1
+	}
+	d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: col, Key: path, Msg: msg})
+}
+
+// fail reports a value at path that did not decode, with the decoder's
+// reason less its own location (path says where).
+func (d *decoder) fail(path string, err error) {
+	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
-		p.Line, p.Col, p.Msg, lastKey = pe.Position.Line, pe.Position.Col, pe.Message, pe.LastKey
-	} else if i := strings.Index(p.Msg, "(last key \""); i >= 0 {
-		rest := p.Msg[i+len("(last key \""):]
-		if j := strings.Index(rest, "\")"); j >= 0 {
-			lastKey = rest[:j]
-			p.Msg = strings.TrimSpace(strings.TrimPrefix(rest[j+2:], ":"))
+		msg = pe.Message
+	} else if i := strings.Index(msg, "(last key \""); i >= 0 {
+		if j := strings.Index(msg[i:], "\")"); j >= 0 {
+			msg = strings.TrimSpace(strings.TrimPrefix(msg[i+j+2:], ":"))
 		}
 	}
-	if prefix == "" {
-		// A syntax error: the decoder's last key is merely the last one it
-		// read, so only its position is reported.
-		lastKey = ""
+	if d.broken == nil {
+		d.broken = map[string]bool{}
 	}
-	if lastKey != "" {
-		p.Key = idx.within(prefix, lastKey)
-		// The decoder's own position is exact for syntax errors; for
-		// type errors it only knows the line, so use where the key is.
-		if l, c := idx.pos(p.Key); l > 0 && (p.Line == 0 || p.Line == l) {
-			p.Line, p.Col = l, c
-		}
-	} else if prefix != "" {
-		p.Key = prefix
-		p.Line, p.Col = idx.pos(prefix)
+	d.broken[path] = true
+	d.add(path, msg)
+}
+
+// syntaxProblem locates an error that kept the text from being read as
+// TOML at all.
+func syntaxProblem(name string, err error) Problem {
+	p := Problem{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		p.Line, p.Col, p.Msg = pe.Position.Line, pe.Position.Col, pe.Message
 	}
 	if p.Line > 0 && p.Col == 0 {
 		p.Col = 1

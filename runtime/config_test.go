@@ -231,6 +231,66 @@ kind = "socket"
 	}
 }
 
+// TestTypeErrorsReportedOnce: a value that does not decode is reported at
+// its key, every other key is still decoded and checked, and nothing is
+// said about the zero left in its place: not that the table misses it, not
+// that a reference to its table's name dangles, not what its table's kind
+// implies. The configuration decoded comes back with the problems.
+func TestTypeErrorsReportedOnce(t *testing.T) {
+	base := `[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+
+[[model]]
+name = "demo"
+path = "builtin:demo"
+
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "demo"
+sinks = ["s"]
+
+[[sink]]
+name = "s"
+kind = "socket"
+`
+	cases := []struct {
+		name, from, to string
+		keys           []string // the problems' keys, in order
+	}{
+		{"a name", `name = "cam0"`, `name = 0`, []string{"source[0].name"}},
+		{"height", `height = 48`, `height = "48"`, []string{"source[0].height"}},
+		{"a kind", `kind = "synthetic"`, `kind = 1`, []string{"source[0].kind"}},
+		{"a list", `sinks = ["s"]`, `sinks = "s"`, []string{"pipeline[0].sinks"}},
+		{"a table", "sinks = [\"s\"]\n", "sinks = [\"s\"]\npreprocess = 5\n", []string{"pipeline[0].preprocess"}},
+		{"a sink name with other problems", "name = \"s\"\nkind = \"socket\"", "name = [\"s\"]\nkind = \"socket\"\nmode = \"0666\"\nqueue_len = 3",
+			[]string{"sink[0].name", "sink[0].mode", "sink[0].queue_len"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			text := mustReplace(t, base, c.from, c.to)
+			cfg, err := Parse("t.toml", []byte(text))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse: %v", err)
+			}
+			var keys []string
+			for _, p := range ce.Problems {
+				keys = append(keys, p.Key)
+			}
+			if !reflect.DeepEqual(keys, c.keys) {
+				t.Fatalf("problems at %q, want %q:\n%v", keys, c.keys, err)
+			}
+			if cfg == nil || len(cfg.Pipelines) != 1 || cfg.Pipelines[0].Model != "demo" {
+				t.Errorf("the configuration decoded does not come back with the problems: %+v", cfg)
+			}
+		})
+	}
+}
+
 func TestMissingModelFile(t *testing.T) {
 	dir := t.TempDir()
 	text := `

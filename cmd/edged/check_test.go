@@ -138,3 +138,49 @@ path = %q
 		}
 	}
 }
+
+// TestTypeErrorHidesNothing is issue 11's fourth finding: one value of the
+// wrong type (width = "640") made every other problem of the file
+// disappear, though every problem is meant to be reported at once. Now the
+// other keys are still decoded and checked: check and run report the two
+// type errors, the unknown key, the dangling reference and the bad value,
+// each at its line, and nothing about the zero left where a value did not
+// decode (no "missing width").
+func TestTypeErrorHidesNothing(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	cfg, _ := testConfig(t, dir,
+		`width = 640 `, `width = "640" `,
+		`fps = 30.0`, `fsp = 30.0`,
+		`model = "demo"`, `model = "nope"`,
+		`resize = "stretch"`, `resize = "squash"`,
+		`max_clients = 64 `, `max_clients = "many" `)
+	text, _ := os.ReadFile(cfg)
+	at := func(s string) string {
+		return fmt.Sprintf("%s:%d:1: ", cfg, 1+strings.Count(string(text[:strings.Index(string(text), s)]), "\n"))
+	}
+	want := []string{
+		at(`width = "640"`) + `source[0].width: incompatible types: TOML value has type string; destination has type integer`,
+		at(`fsp = 30.0`) + `source[0].fsp: unknown key`,
+		at(`model = "nope"`) + `pipeline[0].model: no [[model]] named "nope"`,
+		at(`resize = "squash"`) + `pipeline[0].preprocess.resize: "squash" is not one of "stretch", "letterbox"`,
+		at(`max_clients = "many"`) + `sink[0].max_clients: incompatible types`,
+	}
+	for _, sub := range []string{"check", "run"} {
+		code, stderr := runBriefly(t, lib, sub, cfg)
+		if code != 78 {
+			t.Errorf("%s: exit %d, want 78", sub, code)
+		}
+		for _, w := range want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q", sub, w)
+			}
+		}
+		if n := strings.Count(stderr, ".toml:"); n != 1+len(want) { // the heading and the problems
+			t.Errorf("%s: %d problems, want exactly %d", sub, n-1, len(want))
+		}
+		if t.Failed() {
+			t.Fatalf("%s stderr:\n%s", sub, stderr)
+		}
+	}
+}
