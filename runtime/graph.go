@@ -572,7 +572,7 @@ func (p *pipeline) fps() float64 {
 // encodeConfig renders the effective configuration as TOML.
 func encodeConfig(c *Config) (string, error) {
 	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(c); err != nil {
+	if err := toml.NewEncoder(&b).Encode(printable(c)); err != nil {
 		return "", err
 	}
 	return b.String(), nil
