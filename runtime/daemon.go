@@ -164,9 +164,12 @@ func (d *daemon) run(ctx context.Context) error {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
 	}
-	if err := d.start(ctx, d.cfg); err != nil {
+	if err := d.startOrStop(ctx); err != nil {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
+	}
+	if ctx.Err() != nil {
+		return d.stop() // asked to stop while starting: a clean stop
 	}
 	d.refreshStatus()
 
@@ -203,6 +206,35 @@ func (d *daemon) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// startOrStop builds and starts the first graph. A stop asked for while it
+// runs (ctx done) is not a failure, whatever start was doing: it returns
+// nil once start has given up, or after the stop budget when start cannot
+// be interrupted (a model load or warm-up inside a library call; start
+// then frees what it built when that call returns, and starts nothing).
+// Otherwise it returns start's error.
+func (d *daemon) startOrStop(ctx context.Context) error {
+	started := make(chan error, 1)
+	go func() { started <- d.start(ctx, d.cfg) }()
+	var err error
+	select {
+	case err = <-started:
+	case <-ctx.Done():
+		budget := d.cfg.Daemon.StopTimeout.Duration
+		select {
+		case err = <-started:
+		case <-time.After(budget):
+			d.log.Warn("stop asked for during start-up; start-up cannot be interrupted now (a model load or warm-up in progress) and is left behind",
+				"waited", budget.String())
+			return nil
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		d.log.Info("stop asked for during start-up; start-up abandoned", "at", err.Error())
+		return nil
+	}
+	return err
 }
 
 // stop stops pipelines (finishing the frame in flight), then sinks (which

@@ -308,3 +308,75 @@ func TestContextLostExits(t *testing.T) {
 		t.Errorf("%d results before the failure, want 4", n)
 	}
 }
+
+// slowBackend's loads take a while and ignore cancellation, as a TensorRT
+// deserialisation or first inference inside the library does; it counts
+// the engines it handed out that are still open.
+type slowBackend struct {
+	trt.Backend
+	delay       time.Duration
+	loads, live atomic.Int64
+}
+
+func (b *slowBackend) Load(ctx context.Context, model []byte, o trt.LoadOptions) (trt.Engine, error) {
+	time.Sleep(b.delay)
+	e, err := b.Backend.Load(context.Background(), model, o)
+	if err != nil {
+		return nil, err
+	}
+	b.loads.Add(1)
+	b.live.Add(1)
+	return &countedEngine{Engine: e, live: &b.live}, nil
+}
+
+type countedEngine struct {
+	trt.Engine
+	live *atomic.Int64
+	once sync.Once
+}
+
+func (e *countedEngine) Close() error {
+	e.once.Do(func() { e.live.Add(-1) })
+	return e.Engine.Close()
+}
+
+// TestStopDuringUninterruptibleStart: a stop asked for while the first
+// model loads is a clean stop (Run returns nil) within the stop budget,
+// even when the load cannot be interrupted; the start left behind then
+// frees the engine it built and starts nothing.
+func TestStopDuringUninterruptibleStart(t *testing.T) {
+	slow := &slowBackend{Backend: ortBackend(t), delay: 1500 * time.Millisecond}
+	sink := newRecordingSink()
+	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, `stop_timeout = "5s"`, `stop_timeout = "200ms"`) })
+	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, slow)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after a stop during start-up: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if took := time.Since(t0); took > time.Second {
+		t.Errorf("Run took %v to return, the stop budget is 200ms", took)
+	}
+	waitFor(t, 10*time.Second, func() bool { return slow.loads.Load() == 1 })
+	time.Sleep(500 * time.Millisecond) // the start left behind finishes
+	if n := slow.live.Load(); n != 0 {
+		t.Errorf("%d engines left open by the abandoned start", n)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.results) != 0 {
+		t.Errorf("the abandoned start ran a pipeline: %d results", len(sink.results))
+	}
+}

@@ -151,6 +151,10 @@ func (d *daemon) start(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
+	if ctx.Err() != nil { // stopped while preparing: start nothing
+		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+		return ctx.Err()
+	}
 	if err := d.commit(base, next, reconfigStart); err != nil {
 		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
 		return err
@@ -372,6 +376,9 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode recon
 			if m.backend, err = d.opts.Factories.Backend(bn, m.cfg, c); err != nil {
 				return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
 			}
+		}
+		if failpoint(ctx, "model/load") {
+			return nil, fmt.Errorf("model %q: failpoint model/load", name)
 		}
 		if m.path == "" {
 			for _, p := range m.targets {
