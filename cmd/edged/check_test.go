@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/edged-dev/edged/trt/demomodel"
 )
 
 // runCheck runs edged check -config cfg with ONNX Runtime lib and returns
@@ -181,6 +184,55 @@ func TestTypeErrorHidesNothing(t *testing.T) {
 		}
 		if t.Failed() {
 			t.Fatalf("%s stderr:\n%s", sub, stderr)
+		}
+	}
+}
+
+// TestBadModelFileNamesTheBackendOnce is one of issue 11's smaller
+// findings: a bad ONNX file was reported as "trt: engine file invalid:
+// onnx: model "demo": ONNX Runtime 1.30.0 cannot load it". It is a model
+// file, and the backend is named once. A file refused from its first bytes
+// and one that ONNX Runtime cannot load, through check and run.
+func TestBadModelFileNamesTheBackendOnce(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	full, err := demomodel.Variant(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"junk", "trt: invalid model file: "},
+		{"torn", "trt: invalid model file: "},
+	} {
+		model := filepath.Join(dir, c.name+".onnx")
+		data := []byte("junk, not a model\n")
+		if c.name == "torn" {
+			data = full[:len(full)/2]
+		}
+		if err := os.WriteFile(model, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour) // not being written: refused at once
+		if err := os.Chtimes(model, old, old); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := testConfig(t, dir, `path = "builtin:demo" `, `path = "`+model+`" `)
+		out, _ := runCheck(t, lib, cfg)
+		_, stderr := runBriefly(t, lib, "run", cfg)
+		for sub, text := range map[string]string{"check": out, "run": stderr} {
+			line := ""
+			for _, l := range strings.Split(text, "\n") {
+				if strings.Contains(l, c.name+".onnx") && strings.Contains(l, "invalid") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, c.want) {
+				t.Errorf("%s, %s model: no line with %q:\n%s", sub, c.name, c.want, text)
+				continue
+			}
+			if n := strings.Count(line, "onnx:") + strings.Count(line, "ONNX Runtime"); n != 1 || strings.Contains(line, "engine file") {
+				t.Errorf("%s, %s model: the backend is named %d times, or the model is called an engine file:\n%s", sub, c.name, n, line)
+			}
 		}
 	}
 }

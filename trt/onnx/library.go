@@ -25,7 +25,7 @@ const (
 
 // ErrLibraryNotFound is returned (wrapped, together with trt.ErrBackend)
 // when no ONNX Runtime library can be found.
-var ErrLibraryNotFound = errors.New("onnx: ONNX Runtime library not found")
+var ErrLibraryNotFound = errors.New("ONNX Runtime library not found")
 
 // Search is where FindLibrary looks. DefaultSearch fills it from the
 // process; tests fill it by hand.
