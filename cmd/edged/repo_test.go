@@ -5,9 +5,12 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // packages walks the module's Go packages (folders with .go files),
@@ -95,4 +98,47 @@ func ignored(groups []*ast.CommentGroup) bool {
 		}
 	}
 	return false
+}
+
+// TestMakeSaysWhatItDoes covers issue 11's findings about the Makefile and
+// the README: make cross without the aarch64 compilers or mmdebstrap
+// failed deep inside cgo; it now stops at once, naming what is missing and
+// the apt-get command. The first make run was silent for minutes while
+// compiling; build now says what it does. And the README says that make
+// test fetches the arm64 ONNX Runtime too, as it does.
+func TestMakeSaysWhatItDoes(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	root := filepath.Join("..", "..")
+	make := func(args ...string) (string, error) {
+		cmd := exec.Command("make", append([]string{"-C", root, "--no-print-directory"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t0 := time.Now()
+	out, err := make("cross", "SYSROOT="+t.TempDir()+"/none", "CROSS_CC=edged-no-gcc", "CROSS_CXX=edged-no-g++", "MMDEBSTRAP=edged-no-mmdebstrap")
+	if err == nil || !strings.Contains(out, "make cross needs edged-no-gcc edged-no-g++ edged-no-mmdebstrap") ||
+		!strings.Contains(out, "sudo apt-get install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu mmdebstrap\n") {
+		t.Errorf("make cross without the cross tools: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "go build") || strings.Contains(out, "fetch-ort") || time.Since(t0) > 10*time.Second {
+		t.Errorf("make cross went on before saying what is missing (%v):\n%s", time.Since(t0), out)
+	}
+
+	out, err = make("-n", "run")
+	if i, j := strings.Index(out, "the first build compiles the cgo parts"), strings.Index(out, "go build"); err != nil || i < 0 || j < i {
+		t.Errorf("make run does not say what its first build does before it builds: %v\n%s", err, out)
+	}
+
+	out, err = make("-n", "test")
+	readme, rerr := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil || rerr != nil {
+		t.Fatal(err, rerr)
+	}
+	fetches := regexp.MustCompile(`fetch-ort \S+ \S+ .*arm64`).MatchString(out)
+	says := regexp.MustCompile("`make test`[^.]*arm64").Match(readme)
+	if fetches != says {
+		t.Errorf("make test fetches the arm64 ONNX Runtime: %v; the README says it does: %v\n%s", fetches, says, out)
+	}
 }
