@@ -18,6 +18,7 @@ import (
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/onnx"
+	"github.com/edged-dev/edged/trt/trttest"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -378,5 +379,66 @@ func TestStopDuringUninterruptibleStart(t *testing.T) {
 	defer sink.mu.Unlock()
 	if len(sink.results) != 0 {
 		t.Errorf("the abandoned start ran a pipeline: %d results", len(sink.results))
+	}
+}
+
+// specBackend loads the fake engine spec whatever model bytes it is given
+// (the built-in model's, here).
+type specBackend struct {
+	*trttest.Backend
+	spec trttest.Spec
+}
+
+func (b *specBackend) Load(ctx context.Context, _ []byte, o trt.LoadOptions) (trt.Engine, error) {
+	return b.Backend.Load(ctx, b.spec.Bytes(), o)
+}
+
+// TestBuiltinModelIsStaged: the built-in model is accepted the one way any
+// engine is, trt.Stage, with the reload transaction's checks. An engine
+// whose output buffer is shorter than its shape passed the daemon's own
+// warm-up before (it read nothing it could not see) and ran; now the start
+// fails with trt.ErrWarmup, as a reload of such a file would.
+func TestBuiltinModelIsStaged(t *testing.T) {
+	demo := trttest.Spec{
+		Inputs: []trt.TensorSpec{{Name: "image", Type: trt.Float32, Shape: []int64{1, 3, 64, 64}}},
+		Outputs: []trt.TensorSpec{{Name: "class", Type: trt.Float32, Shape: []int64{1, 8}},
+			{Name: "centroid", Type: trt.Float32, Shape: []int64{1, 2}}},
+		Value: 0.5,
+	}
+	for _, c := range []struct {
+		name  string
+		short bool
+		want  error
+	}{{"sound", false, nil}, {"short outputs", true, trt.ErrWarmup}} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := demo
+			spec.ShortOutput = c.short
+			sink := newRecordingSink()
+			cfg := defaultConfig(t, nil)
+			d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, &specBackend{trttest.NewBackend(), spec})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			if c.want == nil {
+				sink.waitResults(t, 1, 30*time.Second)
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				return
+			}
+			defer cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, c.want) || !errors.Is(err, ErrConfig) {
+					t.Fatalf("Run: %v, want a configuration error wrapping %v", err, c.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the daemon runs an engine whose outputs do not fit their buffers")
+			}
+		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sync/atomic"
 	"time"
@@ -372,21 +371,6 @@ func frameSize(sc *SourceConfig) int {
 	return max(n, w*h*3)
 }
 
-// read returns the model's bytes.
-func (m *model) read() ([]byte, error) {
-	if name, ok := m.cfg.Builtin(); ok {
-		return BuiltinModel(name)
-	}
-	return os.ReadFile(m.path)
-}
-
-func (m *model) where() string {
-	if m.path != "" {
-		return m.path
-	}
-	return m.cfg.Path
-}
-
 func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
 	return LoadOptions(m.cfg, p.cfg, d.alloc)
 }
@@ -421,7 +405,7 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	}
 	want := make([]trt.Signature, len(m.targets))
 	for i, p := range m.targets {
-		if err := m.loadBytes(ctx, d, p, data, sum, lg.file(m.cfg.Name)); err != nil {
+		if err := m.stageInto(ctx, d, p, data, sum, lg.file(m.cfg.Name)); err != nil {
 			d.log.Error("the kept copy of the last good model does not load either", "model", m.cfg.Name, "err", err)
 			return cause
 		}
@@ -444,59 +428,81 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	return nil
 }
 
-// loadInto loads the model for a pipeline at start-up: it must load, fit
-// the pipeline and pass a warm-up inference.
-func (m *model) loadInto(ctx context.Context, d *daemon, p *pipeline) error {
-	data, err := m.read()
+// loadBuiltin loads a built-in model for a pipeline through the reload
+// transaction's staging step (trt.Stage), binds the pipeline to the engine
+// and installs it.
+func (m *model) loadBuiltin(ctx context.Context, d *daemon, p *pipeline) error {
+	name, _ := m.cfg.Builtin()
+	data, err := BuiltinModel(name)
 	if err != nil {
 		return fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
 	}
-	return m.loadBytes(ctx, d, p, data, sha256.Sum256(data), m.where())
+	if err := m.stageInto(ctx, d, p, data, sha256.Sum256(data), m.cfg.Path); err != nil {
+		if ctx.Err() != nil || errors.Is(err, trt.ErrMemory) {
+			return err // a stop, or memory in use now: not the configuration
+		}
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return nil
 }
 
-// loadBytes loads model bytes for a pipeline, binds the pipeline to the
-// engine's tensors, warms the engine up and installs it.
-func (m *model) loadBytes(ctx context.Context, d *daemon, p *pipeline, data []byte, sum [32]byte, from string) error {
+// stageInto stages model bytes (hash sum, read from from) for pipeline p
+// as a reload stages them (trt.Stage: staging gate, memory budget,
+// signature, warm-up with its timeout), binds p to the engine and installs
+// it.
+func (m *model) stageInto(ctx context.Context, d *daemon, p *pipeline, data []byte, sum [32]byte, from string) error {
 	start := time.Now()
-	eng, err := m.backend.Load(ctx, data, m.loadOptions(d, p))
+	st, err := trt.Stage(ctx, data, m.loadOptions(d, p), trt.Signature{}, trt.StageOptions{Backend: m.backend})
 	if err != nil {
-		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, from, err)
+		return fmt.Errorf("model %q (%s): %w", m.cfg.Name, from, err)
 	}
-	if err := p.bind(eng); err != nil {
-		eng.Close()
+	if err := p.bind(st.Engine); err != nil {
+		st.Close()
 		return err
 	}
-	if err := WarmUp(ctx, eng); err != nil {
-		eng.Close()
-		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, from, err)
-	}
-	gen := p.hot.Install(eng, m.cfg.Name, sum)
-	d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", eng.Backend(), "file", from,
-		"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(eng).String(), "took", time.Since(start).Round(time.Millisecond).String())
+	gen := st.Install(p.hot, m.cfg.Name, sum)
+	d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", gen.Engine.Backend(), "file", from,
+		"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(gen.Engine).String(), "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
-// WarmUp runs one inference on a mid-grey input and rejects outputs that
-// are not finite.
-func WarmUp(ctx context.Context, e trt.Engine) error {
-	for _, t := range e.Inputs() {
-		if v := t.Float32(); v != nil {
-			for i := range v {
-				v[i] = 0.5
-			}
+// LoadEngine loads model mc of c for pipeline pc (nil: for no pipeline)
+// with backend, its tensors from alloc, the way the daemon loads it at
+// start, for edged check: a model file through a trt.Reloader's Load (the
+// size limit, the memory budget and the format checked before it is read
+// whole, a file written in place waited for), a built-in model directly;
+// both stage the engine as every reload does (trt.Stage). The engine is
+// returned in a Hot of its own, which the caller closes.
+func LoadEngine(ctx context.Context, c *Config, mc *ModelConfig, pc *PipelineConfig, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
+	hot := &trt.Hot{}
+	load := LoadOptions(mc, pc, alloc)
+	if name, ok := mc.Builtin(); ok {
+		data, err := BuiltinModel(name)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if err := e.Infer(ctx); err != nil {
-		return fmt.Errorf("%w: %w", trt.ErrWarmup, err)
-	}
-	for _, t := range e.Outputs() {
-		for i, v := range t.Float32() {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("%w: output %q value %d is %v", trt.ErrWarmup, t.Name, i, v)
-			}
+		st, err := trt.Stage(ctx, data, load, trt.Signature{}, trt.StageOptions{Backend: backend})
+		if err != nil {
+			return nil, err
 		}
+		st.Install(hot, mc.Name, sha256.Sum256(data))
+		return hot, nil
 	}
-	return nil
+	target := trt.Target{Name: mc.Name, Hot: hot, Load: load}
+	if pc != nil {
+		target.Name = pc.Name
+	}
+	r, err := trt.NewReloader(trt.ReloaderOptions{Path: c.Resolve(mc.Path), Model: mc.Name, Backend: backend,
+		Targets: []trt.Target{target}, MaxBytes: c.Daemon.MaxModelBytes})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if err := r.Load(ctx); err != nil {
+		hot.Close()
+		return nil, err
+	}
+	return hot, nil
 }
 
 // triggerEngines asks every watched model file to be checked now. A nil

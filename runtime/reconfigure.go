@@ -383,7 +383,7 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode recon
 		if m.path == "" {
 			for _, p := range m.targets {
 				if p.hot.Current() == nil {
-					if err := m.loadInto(ctx, d, p); err != nil {
+					if err := m.loadBuiltin(ctx, d, p); err != nil {
 						return nil, err
 					}
 				}

@@ -157,7 +157,7 @@ type Reloader struct {
 	path     string // absolute, clean
 	dir      string // filepath.Dir(path)
 	targets  []*target
-	stager   stager
+	stage    StageOptions
 	onEvent  func(ReloadEvent)
 	interval [2]time.Duration // rescan period while watching, while polling
 
@@ -240,7 +240,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		model:      opts.Model,
 		path:       abs,
 		dir:        filepath.Dir(abs),
-		stager:     stager{backend: opts.Backend, budget: opts.Budget, gate: opts.Gate, warmup: opts.WarmupTimeout},
+		stage:      StageOptions{Backend: opts.Backend, Budget: opts.Budget, Gate: opts.Gate, WarmupTimeout: opts.WarmupTimeout},
 		onEvent:    opts.OnEvent,
 		kick:       make(chan struct{}, 1),
 		trig:       make(chan struct{}, 1),
@@ -361,13 +361,12 @@ func (t *target) label() string {
 
 // apply stages data for t and installs it. Called with txMu held.
 func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]byte) (*Generation, error) {
-	e, done, err := r.stager.stage(ctx, data, t.Load, t.Want)
+	st, err := Stage(ctx, data, t.Load, t.Want, r.stage)
 	if err != nil {
 		return nil, err
 	}
-	sig := SignatureOf(e)
-	g := t.Hot.Install(e, r.model, sha)
-	done()
+	sig := SignatureOf(st.Engine)
+	g := st.Install(t.Hot, r.model, sha)
 	if t.Want.empty() {
 		t.Want = sig
 	}

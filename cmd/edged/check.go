@@ -165,7 +165,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			start := time.Now()
 			sig, backend, err := checkModel(ctx, w, cfg, m, pc, alloc)
 			if err != nil {
-				fail(exitConfig, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
+				c := exitConfig
+				if errors.Is(err, trt.ErrMemory) {
+					c = exitFailure // memory in use now
+				}
+				fail(c, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
 				break
 			}
 			ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
@@ -262,26 +266,23 @@ func checkDevice(p string) error {
 	return f.Close()
 }
 
-// checkModel loads a model with its backend and runs one warm-up
-// inference, as the daemon does before serving.
+// checkModel loads model m for pipeline pc (nil: for none) as the daemon
+// loads it at start (runtime.LoadEngine: the model file through the
+// reload transaction's checks, every engine through its staging step,
+// warm-up included) and returns the engine's signature and backend.
 func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, pc *edruntime.PipelineConfig, alloc umem.Allocator) (trt.Signature, string, error) {
 	name, err := edruntime.ModelBackend(m)
 	if err != nil {
 		return trt.Signature{}, "", err
 	}
-	var data []byte
-	if b, ok := m.Builtin(); ok {
-		data, err = edruntime.BuiltinModel(b)
-	} else {
-		data, err = readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
-	}
-	if err != nil {
-		return trt.Signature{}, "", err
-	}
-	if name == "tensorrt" {
+	if _, builtin := m.Builtin(); name == "tensorrt" && !builtin {
 		// The engine header says which TensorRT built it; check it against
 		// this machine's library before anything else, so a mismatch is
 		// named even where this edged cannot load engines.
+		data, err := readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
+		if err != nil {
+			return trt.Signature{}, "", err
+		}
 		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
 		if perr == nil {
 			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
@@ -298,15 +299,12 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 	if c, ok := be.(io.Closer); ok {
 		defer c.Close()
 	}
-	eng, err := be.Load(ctx, data, edruntime.LoadOptions(m, pc, alloc))
+	hot, err := edruntime.LoadEngine(ctx, cfg, m, pc, be, alloc)
 	if err != nil {
 		return trt.Signature{}, "", err
 	}
-	defer eng.Close()
-	if err := edruntime.WarmUp(ctx, eng); err != nil {
-		return trt.Signature{}, "", err
-	}
-	return trt.SignatureOf(eng), be.Name(), nil
+	defer hot.Close()
+	return trt.SignatureOf(hot.Current().Engine), be.Name(), nil
 }
 
 // checkPreprocess says where a pipeline will preprocess: with a CUDA
@@ -349,7 +347,9 @@ func checkPreprocess(w *wiring, cfg *edruntime.Config, pc *edruntime.PipelineCon
 }
 
 // readModel reads a model file that is at most maxBytes long
-// (daemon.max_model_bytes); a larger one is refused before it is read.
+// (daemon.max_model_bytes); a larger one is refused before it is read. It
+// is only for the TensorRT header check: engines are loaded by
+// runtime.LoadEngine.
 func readModel(path string, maxBytes int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

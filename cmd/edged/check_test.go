@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +234,52 @@ func TestBadModelFileNamesTheBackendOnce(t *testing.T) {
 			if n := strings.Count(line, "onnx:") + strings.Count(line, "ONNX Runtime"); n != 1 || strings.Contains(line, "engine file") {
 				t.Errorf("%s, %s model: the backend is named %d times, or the model is called an engine file:\n%s", sub, c.name, n, line)
 			}
+		}
+	}
+}
+
+// TestCheckLoadsModelsAsRunDoes is issue 11's seventh finding seen from
+// check: it read model files and loaded engines its own way (no format
+// check before the read, no staging gate, memory budget, warm-up timeout or
+// shape checks), so it refused a torn .onnx for another reason than run
+// did. Both now load through the reload transaction (runtime.LoadEngine
+// and the daemon's start: trt.Reloader.Load, trt.Stage): the reason is the
+// same, word for word.
+func TestCheckLoadsModelsAsRunDoes(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	full, err := demomodel.Variant(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"junk": []byte("junk, not a model\n"), "torn": full[:len(full)/2]} {
+		model := filepath.Join(dir, name+".onnx")
+		if err := os.WriteFile(model, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(model, old, old); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := testConfig(t, dir, `path = "builtin:demo" `, `path = "`+model+`" `)
+		out, code := runCheck(t, lib, cfg)
+		_, stderr := runBriefly(t, lib, "run", cfg)
+		reason := func(text string) string {
+			const from = "invalid model file: "
+			for _, l := range strings.Split(text, "\n") {
+				if i := strings.Index(l, `err="`); i >= 0 { // a log line: the value is quoted
+					if q, err := strconv.QuotedPrefix(l[i+4:]); err == nil {
+						l, _ = strconv.Unquote(q)
+					}
+				}
+				if i := strings.Index(l, from); i >= 0 {
+					return l[i+len(from):]
+				}
+			}
+			return ""
+		}
+		if r := reason(out); r == "" || r != reason(stderr) || code != 78 {
+			t.Errorf("%s model: check (exit %d) says %q, run says %q", name, code, r, reason(stderr))
 		}
 	}
 }
