@@ -210,7 +210,7 @@ func warmup(ctx context.Context, e Engine, want Signature, timeout time.Duration
 	}
 	if !want.empty() {
 		if err := SignatureOf(e).Check(want); err != nil {
-			return fmt.Errorf("%w: after inference: %v", ErrWarmup, err)
+			return fmt.Errorf("%w: after inference: %w", ErrWarmup, err)
 		}
 	}
 	for _, t := range e.Outputs() {

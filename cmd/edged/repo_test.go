@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +142,74 @@ func TestMakeSaysWhatItDoes(t *testing.T) {
 	if fetches != says {
 		t.Errorf("make test fetches the arm64 ONNX Runtime: %v; the README says it does: %v\n%s", fetches, says, out)
 	}
+}
+
+// TestErrorCausesWrapped: an error that becomes the cause of another is
+// wrapped with %w, never formatted with %v or %s, so errors.Is and
+// errors.As see through it (issue 11: three places still used %v). The
+// check is by name: an argument called err, cause, or ending in Err or err.
+func TestErrorCausesWrapped(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, files := range packages(t) {
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				c, ok := n.(*ast.CallExpr)
+				if !ok || len(c.Args) < 2 {
+					return true
+				}
+				sel, ok := c.Fun.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "Errorf" {
+					return true
+				}
+				if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "fmt" {
+					return true // t.Errorf and the like report, they do not wrap
+				}
+				lit, ok := c.Args[0].(*ast.BasicLit)
+				if !ok {
+					return true
+				}
+				format, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					return true
+				}
+				for i, verb := range formatVerbs(format) {
+					if i+1 >= len(c.Args) || verb != 'v' && verb != 's' {
+						continue
+					}
+					if id, ok := c.Args[i+1].(*ast.Ident); ok {
+						name := strings.ToLower(id.Name)
+						if name == "cause" || strings.HasSuffix(name, "err") {
+							t.Errorf("%s: %s formatted with %%%c; wrap it with %%w", fset.Position(c.Pos()), id.Name, verb)
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// formatVerbs returns the verbs of a format string in argument order.
+func formatVerbs(format string) []byte {
+	var verbs []byte
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		i++
+		for i < len(format) && strings.IndexByte("+-# 0123456789.", format[i]) >= 0 {
+			i++
+		}
+		if i < len(format) && format[i] != '%' {
+			verbs = append(verbs, format[i])
+		}
+	}
+	return verbs
 }
