@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/edged-dev/edged/internal/backoff"
 )
 
 // Failpoints inject faults for tests of the real binary, in the spirit of
@@ -68,7 +70,7 @@ func failpoint(ctx context.Context, name string) bool {
 		<-ctx.Done()
 		return true
 	case "delay":
-		sleepCtx(ctx, a.delay)
+		backoff.Sleep(ctx, a.delay)
 	case "stall":
 		time.Sleep(a.delay)
 	case "error":

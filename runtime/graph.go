@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/edged-dev/edged/internal/backoff"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -522,7 +523,7 @@ func (g *graph) triggerEngines() {
 // failure it closes the device and retries with capped, jittered backoff.
 func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 	log := d.log.With("source", e.cfg.Name)
-	backoff := minBackoff
+	failures := 0
 	var errs rateLog
 	for ctx.Err() == nil {
 		if !e.up.Load() {
@@ -530,15 +531,16 @@ func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 				if ctx.Err() != nil {
 					return
 				}
-				errs.log(log, "sensor start failed; retrying", "retry_in", backoff.String(), "err", err)
-				if !sleepCtx(ctx, jitter(backoff)) {
+				delay := backoff.Restart.Delay(failures)
+				failures++
+				errs.log(log, "sensor start failed; retrying", "retry_in", delay.Round(time.Millisecond).String(), "err", err)
+				if !backoff.Sleep(ctx, delay) {
 					return
 				}
-				backoff = min(backoff*2, maxBackoff)
 				continue
 			}
 			e.up.Store(true)
-			backoff = minBackoff
+			failures = 0
 			log.Info("sensor up", "event", "source_up")
 			d.publishStatus("source_up", "", e.cfg.Name, "")
 		}
@@ -556,17 +558,6 @@ func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 			}
 			e.ring.Push(s)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

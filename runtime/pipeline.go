@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/edged-dev/edged/internal/backoff"
 	"github.com/edged-dev/edged/runtime/postprocess"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -162,22 +162,23 @@ func (m *mailbox) drain() {
 // capture supervises the source: it delivers frames, and on failure closes
 // the source, waits with capped, jittered backoff and starts it again.
 func (p *pipeline) capture(ctx context.Context) {
-	backoff := minBackoff
+	failures := 0
 	for ctx.Err() == nil {
 		if !p.sourceUp.Load() {
 			if err := p.src.Start(ctx, poolAdapter{p.pool}); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				p.errs.log(p.log, "source start failed; retrying", "source", p.scfg.Name, "retry_in", backoff.String(), "err", err)
+				d := backoff.Restart.Delay(failures)
+				failures++
+				p.errs.log(p.log, "source start failed; retrying", "source", p.scfg.Name, "retry_in", d.Round(time.Millisecond).String(), "err", err)
 				p.setWaiting(err)
-				if !p.sleep(ctx, jitter(backoff)) {
+				if !p.sleep(ctx, d) {
 					return
 				}
-				backoff = min(backoff*2, maxBackoff)
 				continue
 			}
-			backoff = minBackoff
+			failures = 0
 			p.sourceUpEvent()
 		}
 		err := p.deliver(ctx)
@@ -237,20 +238,6 @@ func (p *pipeline) sleep(ctx context.Context, d time.Duration) bool {
 		case <-tick.C:
 		}
 	}
-}
-
-// Restart delays of a source or sensor that failed or went away: doubling
-// from minBackoff, capped at maxBackoff, each drawn from [d/2, d]. The cap
-// bounds how long a replugged camera or adapter waits to be found again
-// (≤ 2 s after it reappears); a failed open of an absent device costs one
-// syscall, and the log line is rate-limited.
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 2 * time.Second
-)
-
-func jitter(d time.Duration) time.Duration {
-	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
 }
 
 func (p *pipeline) idle() time.Duration {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edged-dev/edged/internal/backoff"
 )
 
 // Target is one consumer of a model file: a pipeline's Hot, the signature
@@ -318,7 +320,7 @@ func (r *Reloader) load(ctx context.Context) (key fileKey, n int, _ error) {
 		if !errors.Is(err, errUnstable) || attempt == 4 {
 			break
 		}
-		if !sleepCtx(ctx, r.opts.Settle) {
+		if !backoff.Sleep(ctx, r.opts.Settle) {
 			return key, 0, ctx.Err()
 		}
 	}
@@ -504,17 +506,6 @@ func (r *Reloader) debounce(kind *checkKind) bool {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // check looks at the file once and, when its content is new, runs the
 // transaction for every target. It returns true when the file was still
 // changing and should be checked again after another debounce.
@@ -544,7 +535,7 @@ func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Tim
 		return false, 0
 	}
 	seq := r.kickSeq.Load()
-	if !sleepCtx(ctx, r.opts.Settle) {
+	if !backoff.Sleep(ctx, r.opts.Settle) {
 		return false, 0
 	}
 	if r.kickSeq.Load() != seq {
