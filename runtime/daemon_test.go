@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/internal/demoscene"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -215,7 +216,7 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 			t.Fatalf("outputs %+v", r.Outputs)
 		}
 		cls := r.Outputs[0].Classes[0]
-		if cls.Index != truth.Background || cls.Label != synthetic.Labels[truth.Background] {
+		if cls.Index != truth.Background || cls.Label != demoscene.Labels[truth.Background] {
 			t.Fatalf("frame %d: class %d (%s), the camera drew background %d", r.FrameSeq, cls.Index, cls.Label, truth.Background)
 		}
 		cx, cy := float64(r.Outputs[1].Data[0])*float64(opts.Width), float64(r.Outputs[1].Data[1])*float64(opts.Height)

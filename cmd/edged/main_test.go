@@ -20,6 +20,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/internal/demoscene"
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
@@ -286,7 +287,7 @@ func TestNotifyLifecycle(t *testing.T) {
 		}
 		truth := synthetic.TruthAt(opts, m.Rec.FrameSeq)
 		cls := m.Rec.Outputs["class"].Top[0]
-		if cls.Index != truth.Background || cls.Label != synthetic.Labels[truth.Background] {
+		if cls.Index != truth.Background || cls.Label != demoscene.Labels[truth.Background] {
 			t.Fatalf("frame %d: class %+v, camera drew background %d", m.Rec.FrameSeq, cls, truth.Background)
 		}
 		cen := m.Rec.Outputs["centroid"].Data

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/internal/demoscene"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/pixconv"
 	"github.com/edged-dev/edged/sensors/sensorstest"
@@ -41,15 +42,15 @@ func absdiff(a, b uint8) int {
 }
 
 // expect returns the colour a correct decoder sees for c in format p.
-func expect(c RGB, p sensors.PixelFormat) RGB {
+func expect(c demoscene.RGB, p sensors.PixelFormat) demoscene.RGB {
 	if p == sensors.GREY {
 		l := pixconv.Luma(c.R, c.G, c.B)
-		return RGB{l, l, l}
+		return demoscene.RGB{R: l, G: l, B: l}
 	}
 	return c
 }
 
-func near(got []byte, want RGB, tol int) bool {
+func near(got []byte, want demoscene.RGB, tol int) bool {
 	return absdiff(got[0], want.R) <= tol && absdiff(got[1], want.G) <= tol && absdiff(got[2], want.B) <= tol
 }
 
@@ -79,8 +80,8 @@ func TestFormatsRenderScene(t *testing.T) {
 				if want := int((f.Seq / 3) % 8); tr.Background != want {
 					t.Fatalf("seq %d: truth background %d, want %d", f.Seq, tr.Background, want)
 				}
-				bg := expect(Palette[tr.Background], pix)
-				wh := expect(SquareColor, pix)
+				bg := expect(demoscene.Palette[tr.Background], pix)
+				wh := expect(demoscene.SquareColor, pix)
 				px := func(x, y int) []byte { return rgb[3*(160*y+x):] }
 				// Square centre and a corner far from it.
 				cx, cy := int(tr.CenterX), int(tr.CenterY)
