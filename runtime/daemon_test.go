@@ -21,6 +21,7 @@ import (
 	"github.com/edged-dev/edged/trt/onnx"
 	"github.com/edged-dev/edged/trt/trttest"
 	"github.com/edged-dev/edged/umem"
+	"github.com/edged-dev/edged/umem/umemtest"
 )
 
 // recordingSink keeps copies of what it is given.
@@ -441,5 +442,46 @@ func TestBuiltinModelIsStaged(t *testing.T) {
 				t.Fatal("the daemon runs an engine whose outputs do not fit their buffers")
 			}
 		})
+	}
+}
+
+// TestEveryBufferReleased runs the daemon on umemtest's allocator, which
+// counts the buffers it hands out: after a start, a configuration reload
+// that rebuilds the pipeline (its engine carried over), and a stop, every
+// frame slot and tensor has been released exactly once; and a start whose
+// allocations fail part way returns an out-of-memory error having released
+// what it had.
+func TestEveryBufferReleased(t *testing.T) {
+	backend := ortBackend(t)
+	for _, failAfter := range []int{0, 1, 3} {
+		alloc := umemtest.New(umemtest.Options{FailAfter: failAfter})
+		sink := newRecordingSink()
+		f := testFactories(t, sink, backend)
+		f.Allocator = func(GPUConfig) (umem.Allocator, string, error) { return alloc, "umemtest", nil }
+		cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
+		if failAfter > 0 {
+			d, err := New(Options{Config: cfg, Factories: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Run(context.Background()); !errors.Is(err, umem.ErrOutOfMemory) {
+				t.Fatalf("FailAfter %d: Run: %v, want umem.ErrOutOfMemory", failAfter, err)
+			}
+		} else {
+			d, ctx, stop := runDaemon(t, Options{Config: cfg, Factories: f})
+			sink.waitResults(t, 3, 30*time.Second)
+			next := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 50.0") })
+			if err := d.Reload(ctx, next); err != nil {
+				t.Fatalf("Reload: %v", err)
+			}
+			had := len(sink.waitResults(t, 1, time.Second))
+			sink.waitResults(t, had+3, 30*time.Second)
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		}
+		if n := alloc.Live(); n != 0 {
+			t.Errorf("FailAfter %d: %d buffers not released after Run returned", failAfter, n)
+		}
 	}
 }
