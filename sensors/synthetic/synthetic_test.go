@@ -230,87 +230,29 @@ func TestSeqContinuesAcrossRestart(t *testing.T) {
 	}
 }
 
-// blocked runs Next in a goroutine and returns its result channel once it
-// is known to be waiting (the pool has no free slot or the frame clock is
-// far away).
-func blocked(s *Source) chan error {
-	ch := make(chan error, 1)
-	go func() {
-		f, err := s.Next(context.Background())
-		if err == nil {
-			f.Slot.Release()
-		}
-		ch <- err
-	}()
-	return ch
-}
-
-func waitErr(t *testing.T, ch chan error, want error) {
-	t.Helper()
-	select {
-	case err := <-ch:
-		if !errors.Is(err, want) {
-			t.Fatalf("blocked Next returned %v, want %v", err, want)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("blocked Next did not wake")
-	}
-}
-
-func TestCloseWakesNextBlockedOnPool(t *testing.T) {
-	s, pool := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY}, 1)
-	held, err := s.Next(context.Background()) // the only slot
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := blocked(s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitErr(t, ch, sensors.ErrClosed)
-	held.Slot.Release()
-	if pool.Leased() != 0 {
-		t.Fatalf("%d slots still leased after Close", pool.Leased())
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-}
-
-func TestCloseWakesNextBlockedOnClock(t *testing.T) {
-	s, pool := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY, FPS: 0.001}, 2)
-	f, err := s.Next(context.Background()) // the first frame is immediate
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Slot.Release()
-	ch := blocked(s) // the next one is 1000 s away
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitErr(t, ch, sensors.ErrClosed)
-	if pool.Leased() != 0 {
-		t.Fatalf("%d slots still leased after Close", pool.Leased())
-	}
-}
-
-func TestContextCancelWakesNext(t *testing.T) {
-	for _, fps := range []float64{0, 0.001} {
-		t.Run(fmt.Sprint("fps=", fps), func(t *testing.T) {
-			s, _ := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY, FPS: fps}, 1)
-			held, err := s.Next(context.Background())
+// TestSourceContract: a Next waiting for a free slot (the test holds the
+// only one) or for the frame clock (1000 s away) wakes on cancel and on
+// Close, and no slot stays leased (sensorstest.CheckSource).
+func TestSourceContract(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fps  float64
+	}{{"waiting for a slot", 0}, {"waiting for the clock", 0.001}} {
+		t.Run(c.name, func(t *testing.T) {
+			s, pool := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY, FPS: c.fps}, 1)
+			held, err := s.Next(context.Background()) // the only slot; the first frame is immediate
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer held.Slot.Release()
-			ctx, cancel := context.WithCancel(context.Background())
-			ch := make(chan error, 1)
-			go func() {
-				_, err := s.Next(ctx)
-				ch <- err
-			}()
-			cancel()
-			waitErr(t, ch, context.Canceled)
+			if c.fps > 0 { // wait for the clock, not for the slot
+				held.Slot.Release()
+				held.Slot = nil
+			}
+			sensorstest.CheckSource(t, sensorstest.SourceCase{Source: s, Pool: pool, Release: func() {
+				if held.Slot != nil {
+					held.Slot.Release()
+				}
+			}})
 		})
 	}
 }
