@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/postprocess"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/trt"
@@ -22,9 +23,10 @@ type enginePlan struct {
 // daemon binds every pipeline with it (pipeline.bind, at start and on
 // SIGHUP) and edged check asks it through CheckPipeline with the engine it
 // loaded, so the two cannot disagree. Every problem is reported, each at
-// the key that decides it; the error is a *ConfigError.
-func planEngine(c *Config, pc *PipelineConfig, sig trt.Signature) (enginePlan, error) {
-	k := c.newChecker()
+// the key that decides it; the error is a *config.Error.
+func planEngine(c *config.Config, pc *config.Pipeline, sig trt.Signature) (enginePlan, error) {
+	var probs []config.Problem
+	add := func(key, format string, args ...any) { probs = append(probs, c.Problem(key, format, args...)) }
 	i := indexIn(c.Pipelines, pc)
 	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
 	pp := pc.Preprocess
@@ -36,7 +38,7 @@ func planEngine(c *Config, pc *PipelineConfig, sig trt.Signature) (enginePlan, e
 		}
 	}
 	if plan.in < 0 {
-		k.add(at("preprocess.input"), "model %q has no input %q (its inputs: %s)", pc.Model, pp.Input, specNames(sig.Inputs))
+		add(at("preprocess.input"), "model %q has no input %q (its inputs: %s)", pc.Model, pp.Input, specNames(sig.Inputs))
 	} else {
 		in := sig.Inputs[plan.in]
 		key := at("preprocess.input")
@@ -45,7 +47,7 @@ func planEngine(c *Config, pc *PipelineConfig, sig trt.Signature) (enginePlan, e
 		}
 		out, err := inputLayout(in, pp.Layout)
 		if err != nil {
-			k.add(key, "model %q input %s cannot be filled by preprocessing: %v", pc.Model, in, err)
+			add(key, "model %q input %s cannot be filled by preprocessing: %v", pc.Model, in, err)
 		} else {
 			plan.pre = preprocess.Options{
 				Resize: pp.Resize, Filter: pp.Filter, Matrix: pp.ColorMatrix, FullRange: pp.ColorRange == "full",
@@ -58,7 +60,7 @@ func planEngine(c *Config, pc *PipelineConfig, sig trt.Signature) (enginePlan, e
 				plan.pre.Std[ch] = float32(pp.Std[ch])
 			}
 			if err := plan.pre.Validate(); err != nil {
-				k.add(key, "model %q input %s: %v", pc.Model, in, err)
+				add(key, "model %q input %s: %v", pc.Model, in, err)
 			}
 		}
 	}
@@ -70,13 +72,13 @@ func planEngine(c *Config, pc *PipelineConfig, sig trt.Signature) (enginePlan, e
 	conf := map[string]int{} // output name -> postprocess index
 	for j, q := range pc.Postprocess {
 		if _, ok := byName[q.Output]; !ok {
-			k.add(fmt.Sprintf("pipeline[%d].postprocess[%d].output", i, j), "model %q has no output %q (its outputs: %s)", pc.Model, q.Output, specNames(sig.Outputs))
+			add(fmt.Sprintf("pipeline[%d].postprocess[%d].output", i, j), "model %q has no output %q (its outputs: %s)", pc.Model, q.Output, specNames(sig.Outputs))
 			continue
 		}
 		conf[q.Output] = j
 	}
 	for _, t := range sig.Outputs {
-		o := postprocess.Options{Kind: postprocess.Raw, MaxValues: DefaultMaxValues}
+		o := postprocess.Options{Kind: postprocess.Raw, MaxValues: config.DefaultMaxValues}
 		j, listed := conf[t.Name]
 		if listed {
 			q := pc.Postprocess[j]
@@ -91,12 +93,12 @@ func planEngine(c *Config, pc *PipelineConfig, sig trt.Signature) (enginePlan, e
 			case listed:
 				key = fmt.Sprintf("pipeline[%d].postprocess[%d].kind", i, j)
 			}
-			k.add(key, "model %q output %s: %v", pc.Model, t, err)
+			add(key, "model %q output %s: %v", pc.Model, t, err)
 		}
 		plan.post = append(plan.post, o)
 	}
-	if len(k.probs) > 0 {
-		return enginePlan{}, &ConfigError{Problems: k.probs}
+	if len(probs) > 0 {
+		return enginePlan{}, &config.Error{Problems: probs}
 	}
 	return plan, nil
 }
@@ -106,9 +108,9 @@ func planEngine(c *Config, pc *PipelineConfig, sig trt.Signature) (enginePlan, e
 // preprocessing cannot fill, post-processing of outputs the engine does
 // not have or whose shape does not suit it. It decides exactly as the
 // daemon does when it binds the pipeline to its engine; edged check calls
-// it with the engine it loaded. The error is a *ConfigError whose problems
+// it with the engine it loaded. The error is a *config.Error whose problems
 // name file:line:column and key.
-func CheckPipeline(c *Config, pc *PipelineConfig, sig trt.Signature) error {
+func CheckPipeline(c *config.Config, pc *config.Pipeline, sig trt.Signature) error {
 	_, err := planEngine(c, pc, sig)
 	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edged-dev/edged/configs"
 	"github.com/edged-dev/edged/internal/demoscene"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -119,22 +120,22 @@ func ortBackend(t *testing.T) trt.Backend {
 	return b
 }
 
-func syntheticOptions(sc *SourceConfig) synthetic.Options {
+func syntheticOptions(sc *config.Source) synthetic.Options {
 	pf, _ := sensors.ParsePixelFormat(sc.Format)
 	return synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS, Seed: uint64(sc.Seed), PeriodFrames: sc.Period}
 }
 
 func testFactories(t testing.TB, sink Sink, backend trt.Backend) Factories {
 	return Factories{
-		Allocator: func(GPUConfig) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
-		Camera: func(sc *SourceConfig, _ *Config) (sensors.Source, error) {
+		Allocator: func(config.GPU) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
+		Camera: func(sc *config.Source, _ *config.Config) (sensors.Source, error) {
 			return synthetic.New(syntheticOptions(sc))
 		},
-		Sensor: func(*SourceConfig, *Config) (sensors.SampleSource, error) {
+		Sensor: func(*config.Source, *config.Config) (sensors.SampleSource, error) {
 			return nil, errors.New("no sensors in this test")
 		},
-		Backend: func(string, *ModelConfig, *Config) (trt.Backend, error) { return backend, nil },
-		Sink: func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) {
+		Backend: func(string, *config.Model, *config.Config) (trt.Backend, error) { return backend, nil },
+		Sink: func(*config.Sink, *config.Config, net.Listener, ControlFunc) (Sink, error) {
 			return sink, nil
 		},
 	}
@@ -181,13 +182,13 @@ func mustReplace(t testing.TB, s, old, new string) string {
 	return strings.Replace(s, old, new, 1)
 }
 
-func defaultConfig(t *testing.T, edit func(string) string) *Config {
+func defaultConfig(t *testing.T, edit func(string) string) *config.Config {
 	t.Helper()
 	text := string(configs.Default)
 	if edit != nil {
 		text = edit(text)
 	}
-	cfg, err := Parse("", []byte(text))
+	cfg, err := config.Parse("", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func TestBuiltinModelIsStaged(t *testing.T) {
 			defer cancel()
 			select {
 			case err := <-done:
-				if !errors.Is(err, c.want) || !errors.Is(err, ErrConfig) {
+				if !errors.Is(err, c.want) || !errors.Is(err, config.ErrInvalid) {
 					t.Fatalf("Run: %v, want a configuration error wrapping %v", err, c.want)
 				}
 			case <-time.After(30 * time.Second):
@@ -457,7 +458,7 @@ func TestEveryBufferReleased(t *testing.T) {
 		alloc := umemtest.New(umemtest.Options{FailAfter: failAfter})
 		sink := newRecordingSink()
 		f := testFactories(t, sink, backend)
-		f.Allocator = func(GPUConfig) (umem.Allocator, string, error) { return alloc, "umemtest", nil }
+		f.Allocator = func(config.GPU) (umem.Allocator, string, error) { return alloc, "umemtest", nil }
 		cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
 		if failAfter > 0 {
 			d, err := New(Options{Config: cfg, Factories: f})

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -10,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/edged-dev/edged/internal/backoff"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -26,7 +24,7 @@ import (
 // and each part owns its goroutines, so it can be stopped alone.
 type graph struct {
 	d         *daemon
-	cfg       *Config
+	cfg       *config.Config
 	pipelines []*pipeline // running
 	// failed holds the pipelines of cfg that could not be started (only
 	// after a reload whose new configuration failed and whose previous
@@ -46,12 +44,12 @@ type failedPipeline struct {
 	err error
 }
 
-func newGraph(d *daemon, c *Config) *graph {
+func newGraph(d *daemon, c *config.Config) *graph {
 	return &graph{d: d, cfg: c, failed: map[string]*failedPipeline{}, sensors: map[string]*sensorEntry{}, models: map[string]*model{}}
 }
 
 type sensorEntry struct {
-	cfg  *SourceConfig
+	cfg  *config.Source
 	key  string // configKey of cfg: an unchanged sensor keeps running across a reload
 	src  sensors.SampleSource
 	ring *sensors.Ring
@@ -66,7 +64,7 @@ func (e *sensorEntry) running() bool { return e.cancel != nil && !e.stopped }
 
 // model is one [[model]] and the pipelines (targets) using it.
 type model struct {
-	cfg     *ModelConfig
+	cfg     *config.Model
 	key     string // modelKey: a model whose key is unchanged is kept as it is across a reload
 	bkey    string // backendKey: its backend may be reused when unchanged
 	path    string // resolved; "" for built-in models
@@ -106,7 +104,7 @@ func isAbsent(err error) bool {
 }
 
 // newPipeline builds a pipeline of g (not started) around hot.
-func (g *graph) newPipeline(pc *PipelineConfig, hot *trt.Hot) *pipeline {
+func (g *graph) newPipeline(pc *config.Pipeline, hot *trt.Hot) *pipeline {
 	d, c := g.d, g.cfg
 	if hot == nil {
 		hot = &trt.Hot{}
@@ -125,7 +123,7 @@ func (g *graph) newPipeline(pc *PipelineConfig, hot *trt.Hot) *pipeline {
 // poolSlots is how many frame slots a pipeline's pool has: the device's
 // buffers, one in the mailbox (or the queue), one being preprocessed, one
 // spare so capture never waits on inference.
-func poolSlots(sc *SourceConfig, pc *PipelineConfig) int {
+func poolSlots(sc *config.Source, pc *config.Pipeline) int {
 	depth := 1
 	if pc.Schedule == "queue" {
 		depth = pc.Queue
@@ -136,7 +134,7 @@ func poolSlots(sc *SourceConfig, pc *PipelineConfig) int {
 // SlotSize is the frame slot size a source needs: what the source says
 // (V4L2 strides, replay headers) or else what its configured format takes.
 // src may be nil.
-func SlotSize(src sensors.Source, sc *SourceConfig) int {
+func SlotSize(src sensors.Source, sc *config.Source) int {
 	if h, ok := src.(interface{ SlotSize() int }); ok && h.SlotSize() > 0 {
 		return h.SlotSize()
 	}
@@ -297,7 +295,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 			},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
+			return nil, fmt.Errorf("%w: model %q: %w", config.ErrInvalid, m.cfg.Name, err)
 		}
 		return r, nil
 	}
@@ -318,7 +316,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 			if ctx.Err() != nil {
 				return err
 			}
-			// Not ErrConfig: the file exists (CheckFiles) and its content
+			// Not config.ErrInvalid: the file exists (CheckFiles) and its content
 			// is unusable now (torn, still being written); exit 1 lets
 			// Restart= retry.
 			cause := err
@@ -360,7 +358,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 }
 
 // frameSize is the slot size a source needs by its configuration.
-func frameSize(sc *SourceConfig) int {
+func frameSize(sc *config.Source) int {
 	w, h := max(sc.Width, 1), max(sc.Height, 1)
 	pf, err := sensors.ParsePixelFormat(sc.Format)
 	if err != nil || sc.Format == "" {
@@ -379,7 +377,7 @@ func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
 // LoadOptions are the options model mc's engine for pipeline pc (nil: no
 // pipeline) is loaded with, tensors from alloc: the daemon's and edged
 // check's.
-func LoadOptions(mc *ModelConfig, pc *PipelineConfig, alloc umem.Allocator) trt.LoadOptions {
+func LoadOptions(mc *config.Model, pc *config.Pipeline, alloc umem.Allocator) trt.LoadOptions {
 	o := trt.LoadOptions{Name: mc.Name, Alloc: alloc, Threads: max(mc.Threads, 1)}
 	if pc == nil {
 		return o
@@ -434,15 +432,15 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 // and installs it.
 func (m *model) loadBuiltin(ctx context.Context, d *daemon, p *pipeline) error {
 	name, _ := m.cfg.Builtin()
-	data, err := BuiltinModel(name)
+	data, err := config.BuiltinModel(name)
 	if err != nil {
-		return fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
+		return fmt.Errorf("%w: model %q: %w", config.ErrInvalid, m.cfg.Name, err)
 	}
 	if err := m.stageInto(ctx, d, p, data, sha256.Sum256(data), m.cfg.Path); err != nil {
 		if ctx.Err() != nil || errors.Is(err, trt.ErrMemory) {
 			return err // a stop, or memory in use now: not the configuration
 		}
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
 	return nil
 }
@@ -474,11 +472,11 @@ func (m *model) stageInto(ctx context.Context, d *daemon, p *pipeline, data []by
 // whole, a file written in place waited for), a built-in model directly;
 // both stage the engine as every reload does (trt.Stage). The engine is
 // returned in a Hot of its own, which the caller closes.
-func LoadEngine(ctx context.Context, c *Config, mc *ModelConfig, pc *PipelineConfig, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
+func LoadEngine(ctx context.Context, c *config.Config, mc *config.Model, pc *config.Pipeline, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
 	hot := &trt.Hot{}
 	load := LoadOptions(mc, pc, alloc)
 	if name, ok := mc.Builtin(); ok {
-		data, err := BuiltinModel(name)
+		data, err := config.BuiltinModel(name)
 		if err != nil {
 			return nil, err
 		}
@@ -565,16 +563,3 @@ func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 func (p *pipeline) fps() float64 {
 	return p.rate.update(p.stats.results.Load())
 }
-
-// encodeConfig renders the effective configuration as TOML.
-func encodeConfig(c *Config) (string, error) {
-	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(printable(c)); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
-// EncodeConfig renders the effective configuration (defaults filled in) as
-// TOML, for `edged config print`.
-func EncodeConfig(c *Config) (string, error) { return encodeConfig(c) }

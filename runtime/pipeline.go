@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/internal/backoff"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/postprocess"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -39,10 +40,10 @@ const (
 // and infer (everything after the mailbox).
 type pipeline struct {
 	d     *daemon
-	stall time.Duration // daemon.stall_timeout of the configuration this pipeline belongs to
-	conf  *Config       // the configuration this pipeline belongs to
-	cfg   *PipelineConfig
-	scfg  *SourceConfig
+	stall time.Duration  // daemon.stall_timeout of the configuration this pipeline belongs to
+	conf  *config.Config // the configuration this pipeline belongs to
+	cfg   *config.Pipeline
+	scfg  *config.Source
 	log   *slog.Logger
 	src   sensors.Source
 	pool  *umem.Pool
@@ -397,7 +398,7 @@ func (p *pipeline) bind(eng trt.Engine) error {
 	for i, t := range eng.Outputs() {
 		proc, err := postprocess.New(t.Name, t.Shape, plan.post[i])
 		if err != nil { // planEngine built it already
-			return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)
+			return fmt.Errorf("%w: pipeline %q: %w", config.ErrInvalid, p.cfg.Name, err)
 		}
 		p.post = append(p.post, proc)
 		p.postOut = append(p.postOut, i)

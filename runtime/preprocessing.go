@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -64,7 +65,7 @@ func (p *pipeline) newPreprocessors(o preprocess.Options) error {
 	pp := p.cfg.Preprocess
 	pre, err := preprocess.New(o)
 	if err != nil {
-		return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)
+		return fmt.Errorf("%w: pipeline %q: %w", config.ErrInvalid, p.cfg.Name, err)
 	}
 	p.pre = pre
 	p.preKey = sensors.Format{}
@@ -75,14 +76,14 @@ func (p *pipeline) newPreprocessors(o preprocess.Options) error {
 	mk := p.d.opts.Factories.GPUPreprocess
 	if mk == nil {
 		if pp.Device == "gpu" {
-			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\", but this daemon has no GPU preprocessing", ErrConfig, p.cfg.Name)
+			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\", but this daemon has no GPU preprocessing", config.ErrInvalid, p.cfg.Name)
 		}
 		return nil
 	}
 	g, err := mk(o, p.conf)
 	if err != nil {
 		if pp.Device == "gpu" {
-			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", ErrConfig, p.cfg.Name, err)
+			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", config.ErrInvalid, p.cfg.Name, err)
 		}
 		p.log.Info("preprocessing on the CPU", "pipeline", p.cfg.Name, "why", err.Error())
 		return nil

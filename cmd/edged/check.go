@@ -10,6 +10,7 @@ import (
 	"time"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/plan"
@@ -68,7 +69,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	valid := perr == nil
 	const invalid = "the configuration has problems (listed on stderr)"
 	missing := map[string]bool{} // models whose file CheckFiles refused
-	var ce *edruntime.ConfigError
+	var ce *config.Error
 	if errors.As(ferr, &ce) {
 		for _, p := range ce.Problems {
 			var i int
@@ -152,7 +153,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		// Each pipeline gets its own engine, loaded with its options, as
 		// run loads them; a model no pipeline uses is loaded once.
-		var users []*edruntime.PipelineConfig
+		var users []*config.Pipeline
 		for j := range cfg.Pipelines {
 			if cfg.Pipelines[j].Model == m.Name {
 				users = append(users, &cfg.Pipelines[j])
@@ -199,8 +200,8 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // checkMemory compares what the configuration's frame pools and engines
 // need with the memory there is, as run does before it allocates anything.
-func checkMemory(stdout io.Writer, w *wiring, cfg *edruntime.Config, ok func(string, ...any), fail func(int, string, ...any)) {
-	slot := func(pc *edruntime.PipelineConfig, sc *edruntime.SourceConfig) int {
+func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string, ...any), fail func(int, string, ...any)) {
+	slot := func(pc *config.Pipeline, sc *config.Source) int {
 		src, err := newCamera(sc, cfg) // opens nothing; replay reads the recording's header
 		if err != nil {
 			return edruntime.SlotSize(nil, sc)
@@ -213,7 +214,7 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *edruntime.Config, ok func(str
 	if discrete {
 		b.Device = func() (uint64, uint64, error) { return free, total, nil }
 	}
-	plan := cfg.PlanMemory(slot, discrete)
+	plan := edruntime.PlanMemory(cfg, slot, discrete)
 	for _, n := range plan.Needs {
 		where := "system memory"
 		if n.OnDevice {
@@ -222,10 +223,10 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *edruntime.Config, ok func(str
 		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; engine about %s (%s)\n", n.Pipeline, n.Slots,
 			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), edruntime.FormatSize(n.EngineBytes), where)
 	}
-	r, err := cfg.CheckMemory(plan, edruntime.MemoryPlan{}, b)
+	r, err := edruntime.CheckMemory(cfg, plan, edruntime.MemoryPlan{}, b)
 	if err != nil {
 		code := exitFailure
-		if errors.Is(err, edruntime.ErrConfig) {
+		if errors.Is(err, config.ErrInvalid) {
 			code = exitConfig
 		}
 		for _, line := range splitLines(err.Error()) {
@@ -270,8 +271,8 @@ func checkDevice(p string) error {
 // loads it at start (runtime.LoadEngine: the model file through the
 // reload transaction's checks, every engine through its staging step,
 // warm-up included) and returns the engine's signature and backend.
-func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, pc *edruntime.PipelineConfig, alloc umem.Allocator) (trt.Signature, string, error) {
-	name, err := edruntime.ModelBackend(m)
+func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (trt.Signature, string, error) {
+	name, err := config.ModelBackend(m)
 	if err != nil {
 		return trt.Signature{}, "", err
 	}
@@ -311,7 +312,7 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 // device and device = "auto" or "gpu" it compiles (or loads from the
 // cache) the GPU kernels; "auto" still measures both paths on the first
 // frame when it runs.
-func checkPreprocess(w *wiring, cfg *edruntime.Config, pc *edruntime.PipelineConfig, ok, warn func(string, ...any), fail func(int, string, ...any)) {
+func checkPreprocess(w *wiring, cfg *config.Config, pc *config.Pipeline, ok, warn func(string, ...any), fail func(int, string, ...any)) {
 	dev := pc.Preprocess.Device
 	if dev == "cpu" {
 		ok("pipeline %s: CPU (preprocess.device = \"cpu\")", pc.Name)

@@ -73,7 +73,7 @@ func TestCheckReportsEveryProblem(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bad.onnx"), []byte("junk, not a model"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	config := func(name, model, extra string) string {
+	write := func(name, model, extra string) string {
 		text := fmt.Sprintf(`[[source]]
 name = "cam"
 kind = "v4l2"
@@ -131,7 +131,7 @@ path = %q
 		{"devices.toml", "builtin:demo", "", 1, append([]string{"ok    model m (builtin:demo)", "ok    pipeline p:"}, devices...)},
 	}
 	for _, c := range cases {
-		out, code := runCheck(t, lib, config(c.name, c.model, c.extra))
+		out, code := runCheck(t, lib, write(c.name, c.model, c.extra))
 		if code != c.code {
 			t.Errorf("%s: exit %d, want %d:\n%s", c.name, code, c.code, out)
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/edged-dev/edged/configs"
 	"github.com/edged-dev/edged/internal/demoscene"
-	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/replay"
@@ -542,7 +542,7 @@ func TestCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := edruntime.Parse("printed", printed); err != nil {
+	if _, err := config.Parse("printed", printed); err != nil {
 		t.Errorf("config print output does not load: %v\n%s", err, printed)
 	}
 	v, err := edged("version").Output()

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -79,7 +80,7 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "edged: %s: frame pools and engines do not fit in memory:\n%v\n", what, me)
 			return exitCode(err)
 		}
-		var ce *edruntime.ConfigError
+		var ce *config.Error
 		if errors.As(err, &ce) {
 			fmt.Fprintf(stderr, "edged: %s: the pipelines do not fit their models:\n%v\n", what, ce)
 			return exitCode(err)
@@ -122,7 +123,7 @@ func inheritedListeners() (map[string]net.Listener, error) {
 	return out, nil
 }
 
-func newLogger(d edruntime.DaemonConfig, w io.Writer) *slog.Logger {
+func newLogger(d config.Daemon, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(d.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}

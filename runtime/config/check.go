@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"fmt"
@@ -200,6 +200,16 @@ type checker struct {
 	// the table holding it misses it is not reported again: it would be
 	// about the zero value left in its place.
 	broken map[string]bool
+}
+
+// Problem returns a problem at key (a path such as "source[0].buffers"),
+// positioned where the key, or the closest table holding it, is written
+// in c's file, for checks made outside this package (runtime's memory and
+// engine checks).
+func (c *Config) Problem(key, format string, args ...any) Problem {
+	k := c.newChecker()
+	k.add(key, format, args...)
+	return k.probs[0]
 }
 
 // newChecker returns a checker that positions problems in c's file (by
@@ -428,7 +438,7 @@ func (c *Config) checkModel(k *checker, i int) {
 	m := &c.Models[i]
 	at := func(key string) string { return fmt.Sprintf("model[%d].%s", i, key) }
 	if m.Name != "" && !strings.ContainsAny(m.Name, " \t\n\"\\") { // else unique said so
-		if err := checkModelName(m.Name); err != nil {
+		if err := CheckModelName(m.Name); err != nil {
 			k.add(at("name"), "%v", err)
 		}
 	}
@@ -476,7 +486,7 @@ func (c *Config) CheckFiles() error {
 	if len(k.probs) == 0 {
 		return nil
 	}
-	return &ConfigError{Problems: k.probs}
+	return &Error{Problems: k.probs}
 }
 
 // errCause strips the path from an *os.PathError for messages that already
@@ -489,7 +499,7 @@ func errCause(err error) error {
 }
 
 // ModelBackend picks the backend for a model: from config, else by file type.
-func ModelBackend(m *ModelConfig) (string, error) {
+func ModelBackend(m *Model) (string, error) {
 	if m.Backend != "" && m.Backend != "auto" {
 		return m.Backend, nil
 	}
@@ -564,7 +574,7 @@ func (c *Config) checkSink(k *checker, i int) {
 func (c *Config) checkPipeline(k *checker, i int) {
 	p := &c.Pipelines[i]
 	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
-	sourceDecoded := func(src *SourceConfig) bool { return k.decoded(fmt.Sprintf("source[%d]", indexIn(c.Sources, src))) }
+	sourceDecoded := func(src *Source) bool { return k.decoded(fmt.Sprintf("source[%d]", indexIn(c.Sources, src))) }
 	switch src := c.Source(p.Source); {
 	case p.Source == "":
 		k.add(fmt.Sprintf("pipeline[%d]", i), "missing source")
@@ -669,4 +679,14 @@ func (c *Config) checkPipeline(k *checker, i int) {
 			}
 		}
 	}
+}
+
+// indexIn is the index of the element p points to in s, or -1.
+func indexIn[T any](s []T, p *T) int {
+	for i := range s {
+		if &s[i] == p {
+			return i
+		}
+	}
+	return -1
 }

@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// ErrConfig marks every configuration problem; edged exits with status 78
+// ErrInvalid marks every configuration problem; edged exits with status 78
 // (EX_CONFIG) for errors that wrap it.
-var ErrConfig = errors.New("configuration error")
+var ErrInvalid = errors.New("configuration error")
 
 // BuiltinPrefix marks model paths that name a model compiled into edged.
 const BuiltinPrefix = "builtin:"
@@ -27,12 +27,12 @@ const BuiltinPrefix = "builtin:"
 // Config is the whole configuration file. Its zero values are the
 // documented defaults, filled in by Load (see configs/edged.toml).
 type Config struct {
-	Daemon    DaemonConfig     `toml:"daemon"`
-	GPU       GPUConfig        `toml:"gpu"`
-	Sources   []SourceConfig   `toml:"source"`
-	Models    []ModelConfig    `toml:"model"`
-	Pipelines []PipelineConfig `toml:"pipeline"`
-	Sinks     []SinkConfig     `toml:"sink"`
+	Daemon    Daemon     `toml:"daemon"`
+	GPU       GPU        `toml:"gpu"`
+	Sources   []Source   `toml:"source"`
+	Models    []Model    `toml:"model"`
+	Pipelines []Pipeline `toml:"pipeline"`
+	Sinks     []Sink     `toml:"sink"`
 
 	// File is the path the configuration was read from ("" for the
 	// embedded default); relative paths inside it are resolved against
@@ -42,8 +42,8 @@ type Config struct {
 	idx *keyIndex // where each key is written, for later problems
 }
 
-// DaemonConfig is the [daemon] table.
-type DaemonConfig struct {
+// Daemon is the [daemon] table.
+type Daemon struct {
 	LogLevel       string   `toml:"log_level"`
 	LogFormat      string   `toml:"log_format"`
 	StateDir       string   `toml:"state_dir"`
@@ -54,8 +54,8 @@ type DaemonConfig struct {
 	MaxModelBytes  int64    `toml:"max_model_bytes"`
 }
 
-// GPUConfig is the [gpu] table.
-type GPUConfig struct {
+// GPU is the [gpu] table.
+type GPU struct {
 	Device          int    `toml:"device"`
 	Memory          string `toml:"memory"`
 	Strict          bool   `toml:"strict"`
@@ -63,8 +63,8 @@ type GPUConfig struct {
 	NVRTCLibrary    string `toml:"nvrtc_library"` // NVRTC for the preprocessing kernels; "" = search
 }
 
-// SourceConfig is one [[source]].
-type SourceConfig struct {
+// Source is one [[source]].
+type Source struct {
 	Name     string `toml:"name"`
 	Kind     string `toml:"kind"`
 	Device   string `toml:"device"`
@@ -93,8 +93,8 @@ type SourceConfig struct {
 	RingSize int      `toml:"ring"`     // samples kept for matching
 }
 
-// ModelConfig is one [[model]].
-type ModelConfig struct {
+// Model is one [[model]].
+type Model struct {
 	Name              string `toml:"name"`
 	Path              string `toml:"path"`
 	Backend           string `toml:"backend"` // auto | onnx | tensorrt
@@ -104,29 +104,29 @@ type ModelConfig struct {
 }
 
 // ReloadEnabled reports whether the model file is watched (default true).
-func (m *ModelConfig) ReloadEnabled() bool { return m.Reload == nil || *m.Reload }
+func (m *Model) ReloadEnabled() bool { return m.Reload == nil || *m.Reload }
 
 // Builtin reports whether the model is compiled into edged, and its name.
-func (m *ModelConfig) Builtin() (string, bool) {
+func (m *Model) Builtin() (string, bool) {
 	return strings.CutPrefix(m.Path, BuiltinPrefix)
 }
 
-// PipelineConfig is one [[pipeline]].
-type PipelineConfig struct {
-	Name         string              `toml:"name"`
-	Source       string              `toml:"source"`
-	Model        string              `toml:"model"`
-	Sensors      []string            `toml:"sensors"`
-	SensorWindow Duration            `toml:"sensor_window"`
-	Schedule     string              `toml:"schedule"` // latest | queue
-	Queue        int                 `toml:"queue"`
-	Sinks        []string            `toml:"sinks"`
-	Preprocess   PreprocessConfig    `toml:"preprocess"`
-	Postprocess  []PostprocessConfig `toml:"postprocess"`
+// Pipeline is one [[pipeline]].
+type Pipeline struct {
+	Name         string        `toml:"name"`
+	Source       string        `toml:"source"`
+	Model        string        `toml:"model"`
+	Sensors      []string      `toml:"sensors"`
+	SensorWindow Duration      `toml:"sensor_window"`
+	Schedule     string        `toml:"schedule"` // latest | queue
+	Queue        int           `toml:"queue"`
+	Sinks        []string      `toml:"sinks"`
+	Preprocess   Preprocess    `toml:"preprocess"`
+	Postprocess  []Postprocess `toml:"postprocess"`
 }
 
-// PreprocessConfig is [pipeline.preprocess].
-type PreprocessConfig struct {
+// Preprocess is [pipeline.preprocess].
+type Preprocess struct {
 	Input  string    `toml:"input"`  // engine input tensor; "" = the first
 	Resize string    `toml:"resize"` // stretch | letterbox
 	Color  string    `toml:"color"`  // rgb | bgr
@@ -144,8 +144,8 @@ type PreprocessConfig struct {
 	Threads     int    `toml:"threads"`      // CPU path goroutines; 0 = min(cores, 4)
 }
 
-// PostprocessConfig is one [[pipeline.postprocess]].
-type PostprocessConfig struct {
+// Postprocess is one [[pipeline.postprocess]].
+type Postprocess struct {
 	Output         string   `toml:"output"`
 	Kind           string   `toml:"kind"` // raw | topk | detections
 	K              int      `toml:"k"`
@@ -157,8 +157,8 @@ type PostprocessConfig struct {
 	MaxDetections  int      `toml:"max_detections"`
 }
 
-// SinkConfig is one [[sink]].
-type SinkConfig struct {
+// Sink is one [[sink]].
+type Sink struct {
 	Name   string `toml:"name"`
 	Kind   string `toml:"kind"` // socket | serial
 	Format string `toml:"format"`
@@ -227,10 +227,10 @@ func (p Problem) Error() string {
 	return b.String()
 }
 
-// ConfigError lists every problem found in one file. It wraps ErrConfig.
-type ConfigError struct{ Problems []Problem }
+// Error lists every problem found in one file. It wraps ErrInvalid.
+type Error struct{ Problems []Problem }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	lines := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
 		lines[i] = p.Error()
@@ -238,15 +238,15 @@ func (e *ConfigError) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Unwrap lets errors.Is(err, ErrConfig) hold.
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+// Unwrap lets errors.Is(err, ErrInvalid) hold.
+func (e *Error) Unwrap() error { return ErrInvalid }
 
 // LoadFile reads, decodes, defaults and validates a configuration file,
 // as Parse does.
 func LoadFile(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ConfigError{Problems: []Problem{{File: path, Msg: fmt.Sprintf("cannot read configuration: %v", errors.Unwrap(err))}}}
+		return nil, &Error{Problems: []Problem{{File: path, Msg: fmt.Sprintf("cannot read configuration: %v", errors.Unwrap(err))}}}
 	}
 	return Parse(path, data)
 }
@@ -254,7 +254,7 @@ func LoadFile(path string) (*Config, error) {
 // Parse decodes, defaults and validates configuration text. name is used in
 // messages and to resolve relative paths ("" for the embedded default).
 //
-// Every problem found is returned in one *ConfigError. Unless the text
+// Every problem found is returned in one *Error. Unless the text
 // cannot be read as TOML at all, the configuration as far as it was
 // understood (defaults filled in) comes with it: it must not be run, but
 // edged check goes on to check the devices and model files it names.
@@ -263,7 +263,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	var top map[string]toml.Primitive
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&top)
 	if err != nil {
-		return nil, &ConfigError{Problems: []Problem{syntaxProblem(name, err)}}
+		return nil, &Error{Problems: []Problem{syntaxProblem(name, err)}}
 	}
 	cfg := &Config{File: name, idx: idx}
 	d := &decoder{md: md, file: name, idx: idx}
@@ -274,7 +274,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	probs := append(d.probs, cfg.validate(k)...)
 	if len(probs) > 0 {
 		sortProblems(probs)
-		return cfg, &ConfigError{Problems: probs}
+		return cfg, &Error{Problems: probs}
 	}
 	return cfg, nil
 }
@@ -425,7 +425,7 @@ func (c *Config) Resolve(p string) string {
 }
 
 // Source returns the source named n.
-func (c *Config) Source(n string) *SourceConfig {
+func (c *Config) Source(n string) *Source {
 	for i := range c.Sources {
 		if c.Sources[i].Name == n {
 			return &c.Sources[i]
@@ -435,7 +435,7 @@ func (c *Config) Source(n string) *SourceConfig {
 }
 
 // Model returns the model named n.
-func (c *Config) Model(n string) *ModelConfig {
+func (c *Config) Model(n string) *Model {
 	for i := range c.Models {
 		if c.Models[i].Name == n {
 			return &c.Models[i]
@@ -445,7 +445,7 @@ func (c *Config) Model(n string) *ModelConfig {
 }
 
 // Sink returns the sink named n.
-func (c *Config) Sink(n string) *SinkConfig {
+func (c *Config) Sink(n string) *Sink {
 	for i := range c.Sinks {
 		if c.Sinks[i].Name == n {
 			return &c.Sinks[i]
