@@ -109,8 +109,8 @@ func (g *graph) newPipeline(pc *config.Pipeline, hot *trt.Hot) *pipeline {
 	if hot == nil {
 		hot = &trt.Hot{}
 	}
-	p := &pipeline{d: d, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: hot,
-		mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
+	p := &pipeline{host: d, newGPU: d.opts.Factories.GPUPreprocess, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source),
+		log: d.log.With("pipeline", pc.Name), hot: hot, mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
 	p.life.key = pipelineKey(c, pc)
 	p.life.engine = engineKey(c, pc)
 	p.life.model = modelPath(c, c.Model(pc.Model))

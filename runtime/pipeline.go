@@ -26,6 +26,16 @@ type frameSlot interface {
 	SetState(umem.SlotState)
 }
 
+// pipelineHost is what a pipeline tells whoever runs it (the daemon): a
+// status event for every sink, that the STATUS= line may have changed,
+// and a failure nothing on this process can recover from. A pipeline
+// needs nothing else of the daemon.
+type pipelineHost interface {
+	publishStatus(event, pipeline, source, reason string)
+	refreshStatus()
+	fatal(err error)
+}
+
 // pipelineState is what a pipeline is doing, for STATUS= and /readyz.
 type pipelineState int32
 
@@ -39,7 +49,7 @@ const (
 // It owns two goroutines: capture (source supervision and frame delivery)
 // and infer (everything after the mailbox).
 type pipeline struct {
-	d     *daemon
+	host  pipelineHost
 	stall time.Duration  // daemon.stall_timeout of the configuration this pipeline belongs to
 	conf  *config.Config // the configuration this pipeline belongs to
 	cfg   *config.Pipeline
@@ -47,11 +57,13 @@ type pipeline struct {
 	log   *slog.Logger
 	src   sensors.Source
 	pool  *umem.Pool
-	model *model
 	hot   *trt.Hot
-	sinks []Sink
-	rings []*sensors.Ring
-	mb    mailbox
+	// newGPU builds the GPU preprocessing path (Factories.GPUPreprocess);
+	// nil: the CPU path always.
+	newGPU func(preprocess.Options, *config.Config) (GPUPreprocessor, error)
+	sinks  []Sink
+	rings  []*sensors.Ring
+	mb     mailbox
 
 	// fixed at start from the engine signature
 	inIdx     int
@@ -250,7 +262,7 @@ func (p *pipeline) stampInfer()   { p.inferStamp.Store(monoNow()) }
 
 func (p *pipeline) setWaiting(err error) {
 	p.state.Store(int32(stateWaiting))
-	p.d.refreshStatus()
+	p.host.refreshStatus()
 }
 
 func (p *pipeline) sourceUpEvent() {
@@ -258,9 +270,9 @@ func (p *pipeline) sourceUpEvent() {
 	p.stats.reconnects.Add(1)
 	if p.stats.reconnects.Load() > 1 {
 		p.log.Info("source up", "source", p.scfg.Name, "event", "source_up", "format", p.src.Format().String())
-		p.d.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
+		p.host.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
 	}
-	p.d.refreshStatus()
+	p.host.refreshStatus()
 }
 
 func (p *pipeline) sourceDownEvent(err error) {
@@ -272,8 +284,8 @@ func (p *pipeline) sourceDownEvent(err error) {
 		reason = err.Error()
 	}
 	p.log.Warn("source down", "source", p.scfg.Name, "event", "source_down", "err", err)
-	p.d.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
-	p.d.refreshStatus()
+	p.host.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
+	p.host.refreshStatus()
 }
 
 // infer takes frames from the mailbox and produces results.
@@ -337,7 +349,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		p.stats.inferErrors.Add(1)
 		if errors.Is(err, umem.ErrContextLost) {
 			// A sticky CUDA error: nothing on this context works again.
-			p.d.fatal(fmt.Errorf("pipeline %s: the CUDA context is lost (%w); exiting so that systemd restarts edged", p.cfg.Name, err))
+			p.host.fatal(fmt.Errorf("pipeline %s: the CUDA context is lost (%w); exiting so that systemd restarts edged", p.cfg.Name, err))
 			return
 		}
 		p.errs.log(p.log, "inference failed", "model", gen.Model, "generation", gen.Number, "err", err)
@@ -377,7 +389,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	p.stampInfer()
 	if !p.published.Swap(true) {
 		p.state.Store(int32(stateRunning))
-		p.d.refreshStatus()
+		p.host.refreshStatus()
 	}
 }
 

@@ -64,8 +64,8 @@ func benchPipeline(tb testing.TB, eng trt.Engine) (*pipeline, *umem.Pool, sensor
 	for sock.Stats().Clients == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	d := &daemon{cfg: cfg, log: slog.New(slog.DiscardHandler)}
-	p := &pipeline{d: d, stall: cfg.Daemon.StallTimeout.Duration, conf: cfg, cfg: &cfg.Pipelines[0], scfg: &cfg.Sources[0], log: d.log, hot: &trt.Hot{}, sinks: []Sink{sock}}
+	p := &pipeline{host: &fakeHost{}, stall: cfg.Daemon.StallTimeout.Duration, conf: cfg, cfg: &cfg.Pipelines[0], scfg: &cfg.Sources[0],
+		log: slog.New(slog.DiscardHandler), hot: &trt.Hot{}, sinks: []Sink{sock}}
 	if err := p.bind(eng); err != nil {
 		tb.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (p *pipeline) newPreprocessors(o preprocess.Options) error {
 	if pp.Device == "cpu" {
 		return nil
 	}
-	mk := p.d.opts.Factories.GPUPreprocess
+	mk := p.newGPU
 	if mk == nil {
 		if pp.Device == "gpu" {
 			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\", but this daemon has no GPU preprocessing", config.ErrInvalid, p.cfg.Name)
