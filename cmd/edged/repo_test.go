@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -212,4 +213,87 @@ func formatVerbs(format string) []byte {
 		}
 	}
 	return verbs
+}
+
+// importRules says which of the module's packages each layer may import
+// (besides the standard library and third-party modules). The first rule
+// whose package matches applies; a name ending in "/" matches the packages
+// below it, any other the package and those below it; "*" allows any.
+var importRules = []struct {
+	pkg string
+	may []string
+}{
+	{"cmd/", []string{"*"}}, // anything: the wiring
+	{"internal/", []string{"internal/"}},
+	{"configs", []string{}},
+	{"umem", []string{"umem", "internal/"}},
+	{"sensors", []string{"sensors", "internal/"}},
+	{"trt", []string{"trt", "umem", "internal/"}},
+	// The configuration: not the daemon, nor its other parts.
+	{"runtime/config", []string{"runtime/config", "sensors", "trt", "umem", "internal/"}},
+	// The daemon's libraries: neither the daemon nor its configuration.
+	{"runtime/", []string{"runtime/stream", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
+	{"runtime", []string{"runtime", "sensors", "trt", "umem", "internal/"}},
+	// Benchmarks drive the binary; they import no part of the daemon.
+	{"bench/", []string{"bench/", "sensors", "trt", "internal/"}},
+}
+
+func matchPkg(rel, rule string) bool {
+	if rule == "*" {
+		return true
+	}
+	if strings.HasSuffix(rule, "/") {
+		return strings.HasPrefix(rel, rule)
+	}
+	return rel == rule || strings.HasPrefix(rel, rule+"/")
+}
+
+// TestImportDirections: packages import downwards only — internal/
+// nothing else of edged; umem, sensors and trt none of each other but
+// trt → umem (so trt does not import sensors, issue 11); runtime/config
+// not the daemon; the daemon's libraries neither the daemon nor its
+// configuration; nothing but cmd/ imports cmd/, and nothing bench/ (see
+// importRules).
+func TestImportDirections(t *testing.T) {
+	const module = "github.com/edged-dev/edged/"
+	fset := token.NewFileSet()
+	root := filepath.Join("..", "..")
+	for dir, files := range packages(t) {
+		rel, _ := filepath.Rel(root, dir)
+		rel = filepath.ToSlash(rel)
+		var may []string
+		matched := false
+		for _, r := range importRules {
+			if matchPkg(rel, r.pkg) {
+				may, matched = r.may, true
+				break
+			}
+		}
+		if !matched {
+			t.Errorf("%s: no import rule says what it may import; add one to importRules", rel)
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ignored(af.Comments) {
+				continue
+			}
+			for _, imp := range af.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				dep, ok := strings.CutPrefix(path, module)
+				if !ok {
+					continue
+				}
+				if !slices.ContainsFunc(may, func(m string) bool { return matchPkg(dep, m) }) {
+					t.Errorf("%s imports %s: %s may import only %v of edged", f, dep, rel, may)
+				}
+			}
+		}
+	}
 }
