@@ -38,6 +38,13 @@ SYSROOT_ABS = $(abspath $(SYSROOT))
 CROSS_CC  ?= aarch64-linux-gnu-gcc
 CROSS_CXX ?= aarch64-linux-gnu-g++
 QEMU      ?= qemu-aarch64
+MMDEBSTRAP ?= mmdebstrap
+# What the arm64 targets need, as CMD=DEBIAN_PACKAGE for .ci/need (checked
+# before anything runs): the cross compilers, mmdebstrap while the sysroot
+# is not made yet, and qemu for the targets that run arm64 code.
+NEED_CROSS = $(CROSS_CC)=gcc-aarch64-linux-gnu $(CROSS_CXX)=g++-aarch64-linux-gnu \
+	$(if $(wildcard $(SYSROOT)/.edged-sysroot),,$(MMDEBSTRAP)=mmdebstrap)
+NEED_QEMU = $(QEMU)=qemu-user
 # Debian's cross gcc searches its own glibc 2.36 headers and crt files before
 # any sysroot, so: -nostdinc and the sysroot's include dirs after gcc's own
 # (stddef.h, arm_neon.h); the C++ headers of the sysroot's libstdc++ (gcc 10)
@@ -94,7 +101,7 @@ BENCH_OUT ?= $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).txt
 HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | xargs -r grep -hoE 'EDGED_(HIL_[A-Z0-9_]+|REQUIRE_GPU|REQUIRE_ORT)' 2>/dev/null | sort -u)
 
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
-	sysroot cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
+	sysroot cross-tools cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
 	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean \
 	bench-tools bench-compare
 
@@ -106,6 +113,7 @@ help: ## list the targets
 # --- build -------------------------------------------------------------------
 build: $(ORT_LIB) ## bin/edged (version stamped) + libonnxruntime.so.1 next to it
 	@mkdir -p $(BIN)
+	@echo "building $(BIN)/edged: the first build compiles the cgo parts (ONNX Runtime bindings, the CUDA and TensorRT loaders) and takes a few minutes; later builds take seconds"
 	$(GO) build $(GOFLAGS_BUILD) $(TAGFLAG) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/edged ./cmd/edged
 	install -m 0644 $(ORT_LIB) $(BIN)/libonnxruntime.so.1
 	@echo "built $(BIN)/edged $(VERSION) ($(HOST_ARCH)) with ONNX Runtime $(ORT_VERSION) next to it"
@@ -150,14 +158,19 @@ test-nocgo: ## go test ./... with CGO_ENABLED=0 (pure-Go stubs)
 
 # --- arm64 -------------------------------------------------------------------
 sysroot: ## Debian bullseye arm64 sysroot (glibc 2.31) in .sysroot/ (skipped when up to date)
-	.ci/mksysroot $(SYSROOT)
+	@.ci/need "make sysroot" $(if $(wildcard $(SYSROOT)/.edged-sysroot),,$(MMDEBSTRAP)=mmdebstrap)
+	MMDEBSTRAP=$(MMDEBSTRAP) .ci/mksysroot $(SYSROOT)
 
-cross: sysroot $(ORT_LIB_arm64) ## bin/edged-linux-arm64 against the glibc 2.31 sysroot, then check-glibc
+cross-tools:
+	@.ci/need "make $(or $(filter cross cross-selftest test-arm64 hil-arm64,$(MAKECMDGOALS)),cross)" $(NEED_CROSS) \
+		$(if $(filter cross-selftest test-arm64,$(MAKECMDGOALS)),$(NEED_QEMU))
+
+cross: cross-tools sysroot $(ORT_LIB_arm64) ## bin/edged-linux-arm64 against the glibc 2.31 sysroot, then check-glibc
 	@mkdir -p $(BIN)
 	$(CROSS_ENV) $(GO) build $(GOFLAGS_BUILD) $(TAGFLAG) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/edged-linux-arm64 ./cmd/edged
 	$(MAKE) check-glibc
 
-cross-selftest: sysroot ## build a C + C++ cgo program with the cross flags, check-glibc it, run it under qemu
+cross-selftest: cross-tools sysroot ## build a C + C++ cgo program with the cross flags, check-glibc it, run it under qemu
 	@mkdir -p $(BIN)
 	cd .ci/crosscheck && $(CROSS_ENV) $(GO) build -o $(abspath $(BIN))/crosscheck-linux-arm64 .
 	.ci/check-glibc $(BIN)/crosscheck-linux-arm64
@@ -166,7 +179,7 @@ cross-selftest: sysroot ## build a C + C++ cgo program with the cross flags, che
 check-glibc: ## highest GLIBC_/GLIBCXX_ needed by the arm64 build must be <= JetPack 5's
 	.ci/check-glibc $(BIN)/edged-linux-arm64 $(ORT_LIB_arm64)
 
-test-arm64: sysroot $(ORT_LIB_arm64) ## unit tests cross-compiled for arm64, run under qemu-aarch64 (no -race)
+test-arm64: cross-tools sysroot $(ORT_LIB_arm64) ## unit tests cross-compiled for arm64, run under qemu-aarch64 (no -race)
 	$(CROSS_ENV) EDGED_QEMU_SYSROOT=$(SYSROOT_ABS) EDGED_QEMU=$(QEMU) \
 	EDGED_EXEC_WRAPPER=$(abspath .ci/qemu-exec) \
 	EDGED_ONNXRUNTIME_LIB=$(abspath $(ORT_LIB_arm64)) EDGED_REQUIRE_ORT=1 \
@@ -267,7 +280,7 @@ hil: ## hardware-in-the-loop tests (-tags hil) on a Jetson; devices from EDGED_H
 	@for v in $(HIL_VARS); do printf '  %-22s %s\n' "$$v" "$${!v:-(unset)}"; done
 	$(ORT_ENV) $(GO) test -tags 'hil $(TAGS)' -count=1 -timeout 60m $(GOTEST_FLAGS) $(PKGS)
 
-hil-arm64: sysroot ## cross-compile every package's tests with -tags hil into bin/hil-arm64/ (run them on the Jetson)
+hil-arm64: cross-tools sysroot ## cross-compile every package's tests with -tags hil into bin/hil-arm64/ (run them on the Jetson)
 	@mkdir -p $(BIN)/hil-arm64
 	for p in $$($(GO) list -tags 'hil $(TAGS)' -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $(PKGS)); do \
 		name=$${p#$(MODULE)}; name=$${name#/}; name=$${name:-edged}; \

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -21,7 +22,7 @@ var Version = "dev"
 
 // Options configure a daemon.
 type Options struct {
-	Config    *Config
+	Config    *config.Config
 	Factories Factories
 	Logger    *slog.Logger
 	// Notifier receives sd_notify states; nil sends nothing.
@@ -37,7 +38,7 @@ type Daemon struct{ d *daemon }
 
 type daemon struct {
 	opts   Options
-	cfg    *Config
+	cfg    *config.Config
 	log    *slog.Logger
 	notify notifier
 
@@ -57,12 +58,12 @@ type daemon struct {
 }
 
 type reloadRequest struct {
-	cfg  *Config
+	cfg  *config.Config
 	done chan error
 }
 
 type sinkEntry struct {
-	cfg    SinkConfig
+	cfg    config.Sink
 	sink   Sink
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -93,7 +94,7 @@ func New(opts Options) (*Daemon, error) {
 
 // Run starts everything the configuration describes and serves until ctx
 // is done, then stops within the configured budget. It returns nil after a
-// clean stop; start-up failures wrap ErrConfig when the configuration is at
+// clean stop; start-up failures wrap config.ErrInvalid when the configuration is at
 // fault.
 func (dd *Daemon) Run(ctx context.Context) error { return dd.d.run(ctx) }
 
@@ -102,7 +103,7 @@ func (dd *Daemon) Run(ctx context.Context) error { return dd.d.run(ctx) }
 // only once ready (see reconfig). An invalid configuration was already
 // rejected by the loader; if the new one fails, the running one is kept or
 // restored and the error returned.
-func (dd *Daemon) Reload(ctx context.Context, cfg *Config) error {
+func (dd *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 	req := reloadRequest{cfg: cfg, done: make(chan error, 1)}
 	select {
 	case dd.d.reloadReq <- req:
@@ -154,7 +155,7 @@ func (d *daemon) run(ctx context.Context) error {
 		if err != nil {
 			// The address was validated with the configuration: what is
 			// left (in use, an address not up yet) may go away, so this is
-			// a runtime failure (exit 1, retried), not ErrConfig (78).
+			// a runtime failure (exit 1, retried), not config.ErrInvalid (78).
 			return fmt.Errorf("daemon.metrics_listen: %w", err)
 		}
 		defer stopMetrics()
@@ -164,9 +165,12 @@ func (d *daemon) run(ctx context.Context) error {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
 	}
-	if err := d.start(ctx, d.cfg); err != nil {
+	if err := d.startOrStop(ctx); err != nil {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
+	}
+	if ctx.Err() != nil {
+		return d.stop() // asked to stop while starting: a clean stop
 	}
 	d.refreshStatus()
 
@@ -205,6 +209,35 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 }
 
+// startOrStop builds and starts the first graph. A stop asked for while it
+// runs (ctx done) is not a failure, whatever start was doing: it returns
+// nil once start has given up, or after the stop budget when start cannot
+// be interrupted (a model load or warm-up inside a library call; start
+// then frees what it built when that call returns, and starts nothing).
+// Otherwise it returns start's error.
+func (d *daemon) startOrStop(ctx context.Context) error {
+	started := make(chan error, 1)
+	go func() { started <- d.start(ctx, d.cfg) }()
+	var err error
+	select {
+	case err = <-started:
+	case <-ctx.Done():
+		budget := d.cfg.Daemon.StopTimeout.Duration
+		select {
+		case err = <-started:
+		case <-time.After(budget):
+			d.log.Warn("stop asked for during start-up; start-up cannot be interrupted now (a model load or warm-up in progress) and is left behind",
+				"waited", budget.String())
+			return nil
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		d.log.Info("stop asked for during start-up; start-up abandoned", "at", err.Error())
+		return nil
+	}
+	return err
+}
+
 // stop stops pipelines (finishing the frame in flight), then sinks (which
 // flush what was published), all within the stop budget.
 func (d *daemon) stop() error {
@@ -228,7 +261,7 @@ func (d *daemon) stop() error {
 	return nil
 }
 
-func (d *daemon) reload(ctx context.Context, cfg *Config) error {
+func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 	d.notify.send("RELOADING=1", monotonicUsec())
 	d.notify.status("reloading configuration")
 	defer func() {
@@ -238,7 +271,7 @@ func (d *daemon) reload(ctx context.Context, cfg *Config) error {
 		d.notify.send("READY=1")
 		d.refreshStatus()
 	}()
-	if equalConfig(d.cfg, cfg) && len(d.currentGraph().failed) == 0 {
+	if config.Equal(d.cfg, cfg) && len(d.currentGraph().failed) == 0 {
 		d.log.Info("configuration unchanged; re-checking engine files")
 		d.triggerEngines()
 		return nil
@@ -263,7 +296,7 @@ func (d *daemon) reload(ctx context.Context, cfg *Config) error {
 // startSinks starts the sinks of c, keeping running sinks whose
 // configuration did not change (their clients stay connected) and stopping
 // sinks that are gone or changed.
-func (d *daemon) startSinks(c *Config) error {
+func (d *daemon) startSinks(c *config.Config) error {
 	keep := map[string]bool{}
 	for _, s := range c.Sinks {
 		if e, ok := d.sinks[s.Name]; ok && equalSink(e.cfg, s) {
@@ -307,7 +340,7 @@ func (d *daemon) startSinks(c *Config) error {
 // inherited picks the socket-activated listener for a socket sink: the one
 // whose FileDescriptorName is the sink's name, or the only one when there is
 // exactly one listener and one socket sink.
-func (d *daemon) inherited(c *Config, s *SinkConfig) net.Listener {
+func (d *daemon) inherited(c *config.Config, s *config.Sink) net.Listener {
 	if s.Kind != "socket" || len(d.opts.Listeners) == 0 {
 		return nil
 	}
@@ -496,15 +529,6 @@ func failedStatus(g *graph) string {
 	return line + "; watchdog pings withheld so that systemd restarts edged (SIGHUP retries)"
 }
 
-// equalConfig compares two configurations by their effective values.
-func equalConfig(a, b *Config) bool {
-	ta, ea := encodeConfig(a)
-	tb, eb := encodeConfig(b)
-	return ea == nil && eb == nil && ta == tb
-}
-
-func equalSink(a, b SinkConfig) bool {
-	ta, ea := encodeConfig(&Config{Sinks: []SinkConfig{a}})
-	tb, eb := encodeConfig(&Config{Sinks: []SinkConfig{b}})
-	return ea == nil && eb == nil && ta == tb
+func equalSink(a, b config.Sink) bool {
+	return config.Equal(&config.Config{Sinks: []config.Sink{a}}, &config.Config{Sinks: []config.Sink{b}})
 }

@@ -13,12 +13,16 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/internal/demoscene"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/onnx"
+	"github.com/edged-dev/edged/trt/trttest"
 	"github.com/edged-dev/edged/umem"
+	"github.com/edged-dev/edged/umem/umemtest"
 )
 
 // recordingSink keeps copies of what it is given.
@@ -116,22 +120,22 @@ func ortBackend(t *testing.T) trt.Backend {
 	return b
 }
 
-func syntheticOptions(sc *SourceConfig) synthetic.Options {
+func syntheticOptions(sc *config.Source) synthetic.Options {
 	pf, _ := sensors.ParsePixelFormat(sc.Format)
 	return synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS, Seed: uint64(sc.Seed), PeriodFrames: sc.Period}
 }
 
 func testFactories(t testing.TB, sink Sink, backend trt.Backend) Factories {
 	return Factories{
-		Allocator: func(GPUConfig) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
-		Camera: func(sc *SourceConfig, _ *Config) (sensors.Source, error) {
+		Allocator: func(config.GPU) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
+		Camera: func(sc *config.Source, _ *config.Config) (sensors.Source, error) {
 			return synthetic.New(syntheticOptions(sc))
 		},
-		Sensor: func(*SourceConfig, *Config) (sensors.SampleSource, error) {
+		Sensor: func(*config.Source, *config.Config) (sensors.SampleSource, error) {
 			return nil, errors.New("no sensors in this test")
 		},
-		Backend: func(string, *ModelConfig, *Config) (trt.Backend, error) { return backend, nil },
-		Sink: func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) {
+		Backend: func(string, *config.Model, *config.Config) (trt.Backend, error) { return backend, nil },
+		Sink: func(*config.Sink, *config.Config, net.Listener, ControlFunc) (Sink, error) {
 			return sink, nil
 		},
 	}
@@ -178,13 +182,13 @@ func mustReplace(t testing.TB, s, old, new string) string {
 	return strings.Replace(s, old, new, 1)
 }
 
-func defaultConfig(t *testing.T, edit func(string) string) *Config {
+func defaultConfig(t *testing.T, edit func(string) string) *config.Config {
 	t.Helper()
 	text := string(configs.Default)
 	if edit != nil {
 		text = edit(text)
 	}
-	cfg, err := Parse("", []byte(text))
+	cfg, err := config.Parse("", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +218,7 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 			t.Fatalf("outputs %+v", r.Outputs)
 		}
 		cls := r.Outputs[0].Classes[0]
-		if cls.Index != truth.Background || cls.Label != synthetic.Labels[truth.Background] {
+		if cls.Index != truth.Background || cls.Label != demoscene.Labels[truth.Background] {
 			t.Fatalf("frame %d: class %d (%s), the camera drew background %d", r.FrameSeq, cls.Index, cls.Label, truth.Background)
 		}
 		cx, cy := float64(r.Outputs[1].Data[0])*float64(opts.Width), float64(r.Outputs[1].Data[1])*float64(opts.Height)
@@ -306,5 +310,179 @@ func TestContextLostExits(t *testing.T) {
 	}
 	if n := len(sink.waitResults(t, 1, time.Second)); n < 4 {
 		t.Errorf("%d results before the failure, want 4", n)
+	}
+}
+
+// slowBackend's loads take a while and ignore cancellation, as a TensorRT
+// deserialisation or first inference inside the library does; it counts
+// the engines it handed out that are still open.
+type slowBackend struct {
+	trt.Backend
+	delay       time.Duration
+	loads, live atomic.Int64
+}
+
+func (b *slowBackend) Load(ctx context.Context, model []byte, o trt.LoadOptions) (trt.Engine, error) {
+	time.Sleep(b.delay)
+	e, err := b.Backend.Load(context.Background(), model, o)
+	if err != nil {
+		return nil, err
+	}
+	b.loads.Add(1)
+	b.live.Add(1)
+	return &countedEngine{Engine: e, live: &b.live}, nil
+}
+
+type countedEngine struct {
+	trt.Engine
+	live *atomic.Int64
+	once sync.Once
+}
+
+func (e *countedEngine) Close() error {
+	e.once.Do(func() { e.live.Add(-1) })
+	return e.Engine.Close()
+}
+
+// TestStopDuringUninterruptibleStart: a stop asked for while the first
+// model loads is a clean stop (Run returns nil) within the stop budget,
+// even when the load cannot be interrupted; the start left behind then
+// frees the engine it built and starts nothing.
+func TestStopDuringUninterruptibleStart(t *testing.T) {
+	slow := &slowBackend{Backend: ortBackend(t), delay: 1500 * time.Millisecond}
+	sink := newRecordingSink()
+	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, `stop_timeout = "5s"`, `stop_timeout = "200ms"`) })
+	d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, slow)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after a stop during start-up: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if took := time.Since(t0); took > time.Second {
+		t.Errorf("Run took %v to return, the stop budget is 200ms", took)
+	}
+	waitFor(t, 10*time.Second, func() bool { return slow.loads.Load() == 1 })
+	time.Sleep(500 * time.Millisecond) // the start left behind finishes
+	if n := slow.live.Load(); n != 0 {
+		t.Errorf("%d engines left open by the abandoned start", n)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.results) != 0 {
+		t.Errorf("the abandoned start ran a pipeline: %d results", len(sink.results))
+	}
+}
+
+// specBackend loads the fake engine spec whatever model bytes it is given
+// (the built-in model's, here).
+type specBackend struct {
+	*trttest.Backend
+	spec trttest.Spec
+}
+
+func (b *specBackend) Load(ctx context.Context, _ []byte, o trt.LoadOptions) (trt.Engine, error) {
+	return b.Backend.Load(ctx, b.spec.Bytes(), o)
+}
+
+// TestBuiltinModelIsStaged: the built-in model is accepted the one way any
+// engine is, trt.Stage, with the reload transaction's checks. An engine
+// whose output buffer is shorter than its shape passed the daemon's own
+// warm-up before (it read nothing it could not see) and ran; now the start
+// fails with trt.ErrWarmup, as a reload of such a file would.
+func TestBuiltinModelIsStaged(t *testing.T) {
+	demo := trttest.Spec{
+		Inputs: []trt.TensorSpec{{Name: "image", Type: trt.Float32, Shape: []int64{1, 3, 64, 64}}},
+		Outputs: []trt.TensorSpec{{Name: "class", Type: trt.Float32, Shape: []int64{1, 8}},
+			{Name: "centroid", Type: trt.Float32, Shape: []int64{1, 2}}},
+		Value: 0.5,
+	}
+	for _, c := range []struct {
+		name  string
+		short bool
+		want  error
+	}{{"sound", false, nil}, {"short outputs", true, trt.ErrWarmup}} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := demo
+			spec.ShortOutput = c.short
+			sink := newRecordingSink()
+			cfg := defaultConfig(t, nil)
+			d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, &specBackend{trttest.NewBackend(), spec})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			if c.want == nil {
+				sink.waitResults(t, 1, 30*time.Second)
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				return
+			}
+			defer cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, c.want) || !errors.Is(err, config.ErrInvalid) {
+					t.Fatalf("Run: %v, want a configuration error wrapping %v", err, c.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the daemon runs an engine whose outputs do not fit their buffers")
+			}
+		})
+	}
+}
+
+// TestEveryBufferReleased runs the daemon on umemtest's allocator, which
+// counts the buffers it hands out: after a start, a configuration reload
+// that rebuilds the pipeline (its engine carried over), and a stop, every
+// frame slot and tensor has been released exactly once; and a start whose
+// allocations fail part way returns an out-of-memory error having released
+// what it had.
+func TestEveryBufferReleased(t *testing.T) {
+	backend := ortBackend(t)
+	for _, failAfter := range []int{0, 1, 3} {
+		alloc := umemtest.New(umemtest.Options{FailAfter: failAfter})
+		sink := newRecordingSink()
+		f := testFactories(t, sink, backend)
+		f.Allocator = func(config.GPU) (umem.Allocator, string, error) { return alloc, "umemtest", nil }
+		cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
+		if failAfter > 0 {
+			d, err := New(Options{Config: cfg, Factories: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Run(context.Background()); !errors.Is(err, umem.ErrOutOfMemory) {
+				t.Fatalf("FailAfter %d: Run: %v, want umem.ErrOutOfMemory", failAfter, err)
+			}
+		} else {
+			d, ctx, stop := runDaemon(t, Options{Config: cfg, Factories: f})
+			sink.waitResults(t, 3, 30*time.Second)
+			next := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 50.0") })
+			if err := d.Reload(ctx, next); err != nil {
+				t.Fatalf("Reload: %v", err)
+			}
+			had := len(sink.waitResults(t, 1, time.Second))
+			sink.waitResults(t, had+3, 30*time.Second)
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		}
+		if n := alloc.Live(); n != 0 {
+			t.Errorf("FailAfter %d: %d buffers not released after Run returned", failAfter, n)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
@@ -27,24 +28,24 @@ type Sink interface {
 type Factories struct {
 	// Allocator returns the memory strategy for frames and tensors and a
 	// sentence saying why it was chosen.
-	Allocator func(gpu GPUConfig) (umem.Allocator, string, error)
+	Allocator func(gpu config.GPU) (umem.Allocator, string, error)
 	// Camera builds a frame source (kinds v4l2, synthetic, replay).
-	Camera func(src *SourceConfig, cfg *Config) (sensors.Source, error)
+	Camera func(src *config.Source, cfg *config.Config) (sensors.Source, error)
 	// Sensor builds a serial sample source (kind serial).
-	Sensor func(src *SourceConfig, cfg *Config) (sensors.SampleSource, error)
+	Sensor func(src *config.Source, cfg *config.Config) (sensors.SampleSource, error)
 	// Backend returns the engine backend for a model; name is the backend
 	// ModelBackend chose (onnx, tensorrt). A backend that implements
 	// io.Closer is closed after its engines when the configuration is
 	// replaced or the daemon stops.
-	Backend func(name string, m *ModelConfig, cfg *Config) (trt.Backend, error)
+	Backend func(name string, m *config.Model, cfg *config.Config) (trt.Backend, error)
 	// GPUPreprocess builds the GPU preprocessing path of a pipeline, or
 	// returns an error wrapping preprocess.ErrNoGPU where there is no
 	// CUDA device (then preprocess.device = "auto" runs on the CPU). nil
 	// means the CPU path always.
-	GPUPreprocess func(o preprocess.Options, cfg *Config) (GPUPreprocessor, error)
+	GPUPreprocess func(o preprocess.Options, cfg *config.Config) (GPUPreprocessor, error)
 	// Sink builds a sink. inherited is the socket-activated listener for
 	// this sink, or nil.
-	Sink func(s *SinkConfig, cfg *Config, inherited net.Listener, control ControlFunc) (Sink, error)
+	Sink func(s *config.Sink, cfg *config.Config, inherited net.Listener, control ControlFunc) (Sink, error)
 	// DeviceMemory reports a discrete GPU's free and total memory, where
 	// TensorRT engines live; ok is false when there is none (no GPU, or
 	// Jetson, whose GPU memory is the system's). nil means none.

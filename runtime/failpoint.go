@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/edged-dev/edged/internal/backoff"
 )
 
 // Failpoints inject faults for tests of the real binary, in the spirit of
@@ -16,8 +18,11 @@ import (
 //
 // Names: pipeline/infer, pipeline/preprocess, pipeline/context-lost (the
 // inference fails as after a sticky CUDA error), state/write (a last-good
-// copy fails with ENOSPC, as on a full disk). Actions: hang[:N] (from the
-// Nth hit on, block until the daemon stops), delay:DURATION, error[:N].
+// copy fails with ENOSPC, as on a full disk), model/load (before a model
+// is loaded for a new graph). Actions: hang[:N] (from the Nth hit on,
+// block until the daemon stops), delay:DURATION, stall:DURATION (a delay
+// that ignores cancellation, as a TensorRT deserialisation or first
+// inference inside the library does), error[:N].
 // Unset in production, where a check is a nil-map test.
 var failpoints = parseFailpoints(os.Getenv("EDGED_FAILPOINTS"))
 
@@ -40,7 +45,7 @@ func parseFailpoints(s string) map[string]failAction {
 		}
 		kind, arg, _ := strings.Cut(action, ":")
 		a := failAction{kind: kind, after: 1, hits: new(atomic.Int64)}
-		if kind == "delay" {
+		if kind == "delay" || kind == "stall" {
 			a.delay, _ = time.ParseDuration(arg)
 		} else if n, err := strconv.ParseInt(arg, 10, 64); err == nil && n > 0 {
 			a.after = n
@@ -65,7 +70,9 @@ func failpoint(ctx context.Context, name string) bool {
 		<-ctx.Done()
 		return true
 	case "delay":
-		sleepCtx(ctx, a.delay)
+		backoff.Sleep(ctx, a.delay)
+	case "stall":
+		time.Sleep(a.delay)
 	case "error":
 		return true
 	}

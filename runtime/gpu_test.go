@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -51,7 +52,7 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 			})
 			f := testFactories(t, sink, backend)
 			var place *umem.Placement
-			f.Allocator = func(GPUConfig) (umem.Allocator, string, error) {
+			f.Allocator = func(config.GPU) (umem.Allocator, string, error) {
 				p, err := umem.Open(umem.Options{Strategy: c.strategy, Strict: c.strict})
 				if err != nil {
 					return nil, "", err
@@ -60,7 +61,7 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 				return p.Alloc, p.Reason, nil
 			}
 			var gpuFrames atomic.Int64
-			f.GPUPreprocess = func(o preprocess.Options, _ *Config) (GPUPreprocessor, error) {
+			f.GPUPreprocess = func(o preprocess.Options, _ *config.Config) (GPUPreprocessor, error) {
 				g, err := preprocess.NewGPU(o, preprocess.GPUOptions{Placement: place, CacheDir: t.TempDir(),
 					NVRTC: os.Getenv("EDGED_NVRTC_LIB")})
 				if err != nil {

@@ -1,18 +1,16 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sync/atomic"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
+	"github.com/edged-dev/edged/internal/backoff"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -26,7 +24,7 @@ import (
 // and each part owns its goroutines, so it can be stopped alone.
 type graph struct {
 	d         *daemon
-	cfg       *Config
+	cfg       *config.Config
 	pipelines []*pipeline // running
 	// failed holds the pipelines of cfg that could not be started (only
 	// after a reload whose new configuration failed and whose previous
@@ -46,12 +44,12 @@ type failedPipeline struct {
 	err error
 }
 
-func newGraph(d *daemon, c *Config) *graph {
+func newGraph(d *daemon, c *config.Config) *graph {
 	return &graph{d: d, cfg: c, failed: map[string]*failedPipeline{}, sensors: map[string]*sensorEntry{}, models: map[string]*model{}}
 }
 
 type sensorEntry struct {
-	cfg  *SourceConfig
+	cfg  *config.Source
 	key  string // configKey of cfg: an unchanged sensor keeps running across a reload
 	src  sensors.SampleSource
 	ring *sensors.Ring
@@ -66,7 +64,7 @@ func (e *sensorEntry) running() bool { return e.cancel != nil && !e.stopped }
 
 // model is one [[model]] and the pipelines (targets) using it.
 type model struct {
-	cfg     *ModelConfig
+	cfg     *config.Model
 	key     string // modelKey: a model whose key is unchanged is kept as it is across a reload
 	bkey    string // backendKey: its backend may be reused when unchanged
 	path    string // resolved; "" for built-in models
@@ -106,13 +104,13 @@ func isAbsent(err error) bool {
 }
 
 // newPipeline builds a pipeline of g (not started) around hot.
-func (g *graph) newPipeline(pc *PipelineConfig, hot *trt.Hot) *pipeline {
+func (g *graph) newPipeline(pc *config.Pipeline, hot *trt.Hot) *pipeline {
 	d, c := g.d, g.cfg
 	if hot == nil {
 		hot = &trt.Hot{}
 	}
-	p := &pipeline{d: d, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source), log: d.log.With("pipeline", pc.Name), hot: hot,
-		mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
+	p := &pipeline{host: d, newGPU: d.opts.Factories.GPUPreprocess, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source),
+		log: d.log.With("pipeline", pc.Name), hot: hot, mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
 	p.life.key = pipelineKey(c, pc)
 	p.life.engine = engineKey(c, pc)
 	p.life.model = modelPath(c, c.Model(pc.Model))
@@ -125,7 +123,7 @@ func (g *graph) newPipeline(pc *PipelineConfig, hot *trt.Hot) *pipeline {
 // poolSlots is how many frame slots a pipeline's pool has: the device's
 // buffers, one in the mailbox (or the queue), one being preprocessed, one
 // spare so capture never waits on inference.
-func poolSlots(sc *SourceConfig, pc *PipelineConfig) int {
+func poolSlots(sc *config.Source, pc *config.Pipeline) int {
 	depth := 1
 	if pc.Schedule == "queue" {
 		depth = pc.Queue
@@ -136,7 +134,7 @@ func poolSlots(sc *SourceConfig, pc *PipelineConfig) int {
 // SlotSize is the frame slot size a source needs: what the source says
 // (V4L2 strides, replay headers) or else what its configured format takes.
 // src may be nil.
-func SlotSize(src sensors.Source, sc *SourceConfig) int {
+func SlotSize(src sensors.Source, sc *config.Source) int {
 	if h, ok := src.(interface{ SlotSize() int }); ok && h.SlotSize() > 0 {
 		return h.SlotSize()
 	}
@@ -297,7 +295,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 			},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
+			return nil, fmt.Errorf("%w: model %q: %w", config.ErrInvalid, m.cfg.Name, err)
 		}
 		return r, nil
 	}
@@ -318,7 +316,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 			if ctx.Err() != nil {
 				return err
 			}
-			// Not ErrConfig: the file exists (CheckFiles) and its content
+			// Not config.ErrInvalid: the file exists (CheckFiles) and its content
 			// is unusable now (torn, still being written); exit 1 lets
 			// Restart= retry.
 			cause := err
@@ -360,7 +358,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 }
 
 // frameSize is the slot size a source needs by its configuration.
-func frameSize(sc *SourceConfig) int {
+func frameSize(sc *config.Source) int {
 	w, h := max(sc.Width, 1), max(sc.Height, 1)
 	pf, err := sensors.ParsePixelFormat(sc.Format)
 	if err != nil || sc.Format == "" {
@@ -372,26 +370,20 @@ func frameSize(sc *SourceConfig) int {
 	return max(n, w*h*3)
 }
 
-// read returns the model's bytes.
-func (m *model) read() ([]byte, error) {
-	if name, ok := m.cfg.Builtin(); ok {
-		return BuiltinModel(name)
-	}
-	return os.ReadFile(m.path)
-}
-
-func (m *model) where() string {
-	if m.path != "" {
-		return m.path
-	}
-	return m.cfg.Path
-}
-
 func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
-	o := trt.LoadOptions{Name: m.cfg.Name, Alloc: d.alloc, Threads: max(m.cfg.Threads, 1)}
-	if pp := p.cfg.Preprocess; pp.Width > 0 && pp.Height > 0 {
-		in := pp.Input
-		o.Shapes = map[string][]int64{in: {1, 3, int64(pp.Height), int64(pp.Width)}}
+	return LoadOptions(m.cfg, p.cfg, d.alloc)
+}
+
+// LoadOptions are the options model mc's engine for pipeline pc (nil: no
+// pipeline) is loaded with, tensors from alloc: the daemon's and edged
+// check's.
+func LoadOptions(mc *config.Model, pc *config.Pipeline, alloc umem.Allocator) trt.LoadOptions {
+	o := trt.LoadOptions{Name: mc.Name, Alloc: alloc, Threads: max(mc.Threads, 1)}
+	if pc == nil {
+		return o
+	}
+	if pp := pc.Preprocess; pp.Width > 0 && pp.Height > 0 {
+		o.Shapes = map[string][]int64{pp.Input: {1, 3, int64(pp.Height), int64(pp.Width)}}
 	}
 	return o
 }
@@ -412,7 +404,7 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	}
 	want := make([]trt.Signature, len(m.targets))
 	for i, p := range m.targets {
-		if err := m.loadBytes(ctx, d, p, data, sum, lg.file(m.cfg.Name)); err != nil {
+		if err := m.stageInto(ctx, d, p, data, sum, lg.file(m.cfg.Name)); err != nil {
 			d.log.Error("the kept copy of the last good model does not load either", "model", m.cfg.Name, "err", err)
 			return cause
 		}
@@ -435,59 +427,81 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	return nil
 }
 
-// loadInto loads the model for a pipeline at start-up: it must load, fit
-// the pipeline and pass a warm-up inference.
-func (m *model) loadInto(ctx context.Context, d *daemon, p *pipeline) error {
-	data, err := m.read()
+// loadBuiltin loads a built-in model for a pipeline through the reload
+// transaction's staging step (trt.Stage), binds the pipeline to the engine
+// and installs it.
+func (m *model) loadBuiltin(ctx context.Context, d *daemon, p *pipeline) error {
+	name, _ := m.cfg.Builtin()
+	data, err := config.BuiltinModel(name)
 	if err != nil {
-		return fmt.Errorf("%w: model %q: %w", ErrConfig, m.cfg.Name, err)
+		return fmt.Errorf("%w: model %q: %w", config.ErrInvalid, m.cfg.Name, err)
 	}
-	return m.loadBytes(ctx, d, p, data, sha256.Sum256(data), m.where())
+	if err := m.stageInto(ctx, d, p, data, sha256.Sum256(data), m.cfg.Path); err != nil {
+		if ctx.Err() != nil || errors.Is(err, trt.ErrMemory) {
+			return err // a stop, or memory in use now: not the configuration
+		}
+		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
+	}
+	return nil
 }
 
-// loadBytes loads model bytes for a pipeline, binds the pipeline to the
-// engine's tensors, warms the engine up and installs it.
-func (m *model) loadBytes(ctx context.Context, d *daemon, p *pipeline, data []byte, sum [32]byte, from string) error {
+// stageInto stages model bytes (hash sum, read from from) for pipeline p
+// as a reload stages them (trt.Stage: staging gate, memory budget,
+// signature, warm-up with its timeout), binds p to the engine and installs
+// it.
+func (m *model) stageInto(ctx context.Context, d *daemon, p *pipeline, data []byte, sum [32]byte, from string) error {
 	start := time.Now()
-	eng, err := m.backend.Load(ctx, data, m.loadOptions(d, p))
+	st, err := trt.Stage(ctx, data, m.loadOptions(d, p), trt.Signature{}, trt.StageOptions{Backend: m.backend})
 	if err != nil {
-		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, from, err)
+		return fmt.Errorf("model %q (%s): %w", m.cfg.Name, from, err)
 	}
-	if err := p.bind(eng); err != nil {
-		eng.Close()
+	if err := p.bind(st.Engine); err != nil {
+		st.Close()
 		return err
 	}
-	if err := WarmUp(ctx, eng); err != nil {
-		eng.Close()
-		return fmt.Errorf("%w: model %q (%s): %w", ErrConfig, m.cfg.Name, from, err)
-	}
-	gen := p.hot.Install(eng, m.cfg.Name, sum)
-	d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", eng.Backend(), "file", from,
-		"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(eng).String(), "took", time.Since(start).Round(time.Millisecond).String())
+	gen := st.Install(p.hot, m.cfg.Name, sum)
+	d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", gen.Engine.Backend(), "file", from,
+		"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(gen.Engine).String(), "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
-// WarmUp runs one inference on a mid-grey input and rejects outputs that
-// are not finite.
-func WarmUp(ctx context.Context, e trt.Engine) error {
-	for _, t := range e.Inputs() {
-		if v := t.Float32(); v != nil {
-			for i := range v {
-				v[i] = 0.5
-			}
+// LoadEngine loads model mc of c for pipeline pc (nil: for no pipeline)
+// with backend, its tensors from alloc, the way the daemon loads it at
+// start, for edged check: a model file through a trt.Reloader's Load (the
+// size limit, the memory budget and the format checked before it is read
+// whole, a file written in place waited for), a built-in model directly;
+// both stage the engine as every reload does (trt.Stage). The engine is
+// returned in a Hot of its own, which the caller closes.
+func LoadEngine(ctx context.Context, c *config.Config, mc *config.Model, pc *config.Pipeline, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
+	hot := &trt.Hot{}
+	load := LoadOptions(mc, pc, alloc)
+	if name, ok := mc.Builtin(); ok {
+		data, err := config.BuiltinModel(name)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if err := e.Infer(ctx); err != nil {
-		return fmt.Errorf("%w: %w", trt.ErrWarmup, err)
-	}
-	for _, t := range e.Outputs() {
-		for i, v := range t.Float32() {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("%w: output %q value %d is %v", trt.ErrWarmup, t.Name, i, v)
-			}
+		st, err := trt.Stage(ctx, data, load, trt.Signature{}, trt.StageOptions{Backend: backend})
+		if err != nil {
+			return nil, err
 		}
+		st.Install(hot, mc.Name, sha256.Sum256(data))
+		return hot, nil
 	}
-	return nil
+	target := trt.Target{Name: mc.Name, Hot: hot, Load: load}
+	if pc != nil {
+		target.Name = pc.Name
+	}
+	r, err := trt.NewReloader(trt.ReloaderOptions{Path: c.Resolve(mc.Path), Model: mc.Name, Backend: backend,
+		Targets: []trt.Target{target}, MaxBytes: c.Daemon.MaxModelBytes})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if err := r.Load(ctx); err != nil {
+		hot.Close()
+		return nil, err
+	}
+	return hot, nil
 }
 
 // triggerEngines asks every watched model file to be checked now. A nil
@@ -507,7 +521,7 @@ func (g *graph) triggerEngines() {
 // failure it closes the device and retries with capped, jittered backoff.
 func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 	log := d.log.With("source", e.cfg.Name)
-	backoff := minBackoff
+	failures := 0
 	var errs rateLog
 	for ctx.Err() == nil {
 		if !e.up.Load() {
@@ -515,15 +529,16 @@ func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 				if ctx.Err() != nil {
 					return
 				}
-				errs.log(log, "sensor start failed; retrying", "retry_in", backoff.String(), "err", err)
-				if !sleepCtx(ctx, jitter(backoff)) {
+				delay := backoff.Restart.Delay(failures)
+				failures++
+				errs.log(log, "sensor start failed; retrying", "retry_in", delay.Round(time.Millisecond).String(), "err", err)
+				if !backoff.Sleep(ctx, delay) {
 					return
 				}
-				backoff = min(backoff*2, maxBackoff)
 				continue
 			}
 			e.up.Store(true)
-			backoff = minBackoff
+			failures = 0
 			log.Info("sensor up", "event", "source_up")
 			d.publishStatus("source_up", "", e.cfg.Name, "")
 		}
@@ -544,31 +559,7 @@ func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // fps is the pipeline's result rate over its lifetime window.
 func (p *pipeline) fps() float64 {
 	return p.rate.update(p.stats.results.Load())
 }
-
-// encodeConfig renders the effective configuration as TOML.
-func encodeConfig(c *Config) (string, error) {
-	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(printable(c)); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
-// EncodeConfig renders the effective configuration (defaults filled in) as
-// TOML, for `edged config print`.
-func EncodeConfig(c *Config) (string, error) { return encodeConfig(c) }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -67,7 +68,7 @@ func (p MemoryPlan) Device() int64 {
 // has its own engine (ARCHITECTURE.md, item 1), estimated as trt's reload
 // budget estimates a staging engine: the model file size times
 // trt.DefaultBudgetFactor.
-func (c *Config) PlanMemory(slotSize func(*PipelineConfig, *SourceConfig) int, discreteGPU bool) MemoryPlan {
+func PlanMemory(c *config.Config, slotSize func(*config.Pipeline, *config.Source) int, discreteGPU bool) MemoryPlan {
 	var plan MemoryPlan
 	for i := range c.Pipelines {
 		pc := &c.Pipelines[i]
@@ -96,7 +97,7 @@ func (c *Config) PlanMemory(slotSize func(*PipelineConfig, *SourceConfig) int, d
 		}
 		n.ModelBytes = modelBytes(c, mc)
 		n.EngineBytes = int64(float64(n.ModelBytes) * trt.DefaultBudgetFactor)
-		bn, _ := ModelBackend(mc)
+		bn, _ := config.ModelBackend(mc)
 		n.OnDevice = discreteGPU && bn == "tensorrt"
 		plan.Needs = append(plan.Needs, n)
 	}
@@ -114,9 +115,9 @@ func indexIn[T any](s []T, p *T) int {
 
 // modelBytes is the size of a model's file (0 when it cannot be read:
 // CheckFiles reports that).
-func modelBytes(c *Config, mc *ModelConfig) int64 {
+func modelBytes(c *config.Config, mc *config.Model) int64 {
 	if name, ok := mc.Builtin(); ok {
-		b, err := BuiltinModel(name)
+		b, err := config.BuiltinModel(name)
 		if err != nil {
 			return 0
 		}
@@ -174,11 +175,11 @@ func (r MemoryReport) String() string {
 func memoryReserve(total int64) int64 { return max(trt.DefaultBudgetReserve, total/4) }
 
 // MemoryError lists where a configuration's memory goes when it does not
-// fit. It wraps ErrMemory, and ErrConfig too when it cannot fit on this
+// fit. It wraps ErrMemory, and config.ErrInvalid too when it cannot fit on this
 // machine at all (more than its total memory): then restarting does not
 // help (exit 78), while memory that is merely in use now may be freed.
 type MemoryError struct {
-	Problems  []Problem
+	Problems  []config.Problem
 	NeverFits bool
 }
 
@@ -190,10 +191,10 @@ func (e *MemoryError) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Unwrap lets errors.Is find ErrMemory, and ErrConfig when it never fits.
+// Unwrap lets errors.Is find ErrMemory, and config.ErrInvalid when it never fits.
 func (e *MemoryError) Unwrap() []error {
 	if e.NeverFits {
-		return []error{ErrMemory, ErrConfig}
+		return []error{ErrMemory, config.ErrInvalid}
 	}
 	return []error{ErrMemory}
 }
@@ -203,7 +204,7 @@ func (e *MemoryError) Unwrap() []error {
 // it; empty at start). It returns a *MemoryError naming, with positions,
 // the keys that decide where the memory goes. When meminfo cannot be read
 // it checks nothing, as trt's reload budget does.
-func (c *Config) CheckMemory(plan, held MemoryPlan, b MemoryBudget) (MemoryReport, error) {
+func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (MemoryReport, error) {
 	var r MemoryReport
 	for _, n := range plan.Needs {
 		r.pools += n.PoolBytes()
@@ -213,10 +214,7 @@ func (c *Config) CheckMemory(plan, held MemoryPlan, b MemoryBudget) (MemoryRepor
 			r.engines += n.EngineBytes
 		}
 	}
-	k := &checker{file: c.File, idx: c.idx}
-	if k.idx == nil {
-		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
-	}
+	var probs []config.Problem
 	procRoot := b.ProcRoot
 	if procRoot == "" {
 		procRoot = "/proc"
@@ -236,7 +234,7 @@ func (c *Config) CheckMemory(plan, held MemoryPlan, b MemoryBudget) (MemoryRepor
 			if n.OnDevice {
 				eng = "engine in GPU memory"
 			}
-			k.add(fmt.Sprintf("source[%d].buffers", n.source), "pipeline %q: %s; %s", n.Pipeline, pool, eng)
+			probs = append(probs, c.Problem(fmt.Sprintf("source[%d].buffers", n.source), "pipeline %q: %s; %s", n.Pipeline, pool, eng))
 		}
 		msg := fmt.Sprintf("frame pools (%s) and engines (about %s) need %s, but %s/meminfo has MemAvailable %s", FormatSize(r.pools), FormatSize(r.engines), FormatSize(r.Need), procRoot, FormatSize(r.Available))
 		if r.Held > 0 {
@@ -246,7 +244,7 @@ func (c *Config) CheckMemory(plan, held MemoryPlan, b MemoryBudget) (MemoryRepor
 		if neverFits = r.Need > r.Total-r.Reserve; neverFits {
 			msg += "; this machine can never hold it"
 		}
-		k.probs = append(k.probs, Problem{File: c.File, Msg: msg + "; lower the sources' buffers, width and height, the pipelines' queue, or run fewer pipelines"})
+		probs = append(probs, config.Problem{File: c.File, Msg: msg + "; lower the sources' buffers, width and height, the pipelines' queue, or run fewer pipelines"})
 	}
 	if b.Device != nil && plan.Device() > 0 {
 		if free, total, err := b.Device(); err == nil && total > 0 {
@@ -257,7 +255,7 @@ func (c *Config) CheckMemory(plan, held MemoryPlan, b MemoryBudget) (MemoryRepor
 			if r.DeviceNeed > r.DeviceFree+r.DeviceHeld-r.DeviceReserve {
 				for _, n := range plan.Needs {
 					if n.OnDevice {
-						k.add(fmt.Sprintf("model[%d].path", n.model), "pipeline %q: engine about %s in GPU memory (file %s × %g)", n.Pipeline, FormatSize(n.EngineBytes), FormatSize(n.ModelBytes), trt.DefaultBudgetFactor)
+						probs = append(probs, c.Problem(fmt.Sprintf("model[%d].path", n.model), "pipeline %q: engine about %s in GPU memory (file %s × %g)", n.Pipeline, FormatSize(n.EngineBytes), FormatSize(n.ModelBytes), trt.DefaultBudgetFactor))
 					}
 				}
 				msg := fmt.Sprintf("TensorRT engines need about %s of GPU memory, but the GPU has %s free (+ %s the running configuration holds) less %s kept", FormatSize(r.DeviceNeed), FormatSize(r.DeviceFree), FormatSize(r.DeviceHeld), FormatSize(r.DeviceReserve))
@@ -265,12 +263,12 @@ func (c *Config) CheckMemory(plan, held MemoryPlan, b MemoryBudget) (MemoryRepor
 					neverFits = true
 					msg += fmt.Sprintf("; its %s can never hold them", FormatSize(r.DeviceTotal))
 				}
-				k.probs = append(k.probs, Problem{File: c.File, Msg: msg})
+				probs = append(probs, config.Problem{File: c.File, Msg: msg})
 			}
 		}
 	}
-	if len(k.probs) > 0 {
-		return r, &MemoryError{Problems: k.probs, NeverFits: neverFits}
+	if len(probs) > 0 {
+		return r, &MemoryError{Problems: probs, NeverFits: neverFits}
 	}
 	return r, nil
 }
@@ -300,7 +298,7 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 		if mc := g.cfg.Model(p.cfg.Model); mc != nil && p.hot.Current() != nil {
 			n.ModelBytes = modelBytes(g.cfg, mc)
 			n.EngineBytes = int64(float64(n.ModelBytes) * trt.DefaultBudgetFactor)
-			bn, _ := ModelBackend(mc)
+			bn, _ := config.ModelBackend(mc)
 			n.OnDevice = discreteGPU && bn == "tensorrt"
 		}
 		plan.Needs = append(plan.Needs, n)
@@ -323,8 +321,8 @@ func (d *daemon) checkMemory(base, next *graph) error {
 	for _, p := range next.pipelines {
 		srcs[p.cfg.Name] = p.src
 	}
-	plan := next.cfg.PlanMemory(func(pc *PipelineConfig, sc *SourceConfig) int { return SlotSize(srcs[pc.Name], sc) }, discrete)
-	r, err := next.cfg.CheckMemory(plan, base.heldMemory(discrete), b)
+	plan := PlanMemory(next.cfg, func(pc *config.Pipeline, sc *config.Source) int { return SlotSize(srcs[pc.Name], sc) }, discrete)
+	r, err := CheckMemory(next.cfg, plan, base.heldMemory(discrete), b)
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/runtime/config"
 )
 
 // meminfo writes a /proc/meminfo fixture and returns its folder.
@@ -34,11 +35,11 @@ func TestCheckMemory(t *testing.T) {
 	text := strings.Replace(string(configs.Default), "buffers = 4 ", "buffers = 32", 1)
 	text = strings.Replace(text, "width = 640 ", "width = 4096", 1)
 	text = strings.Replace(text, "height = 480\n", "height = 4096\n", 1)
-	cfg, err := Parse("big.toml", []byte(text))
+	cfg, err := config.Parse("big.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := cfg.PlanMemory(nil, false)
+	plan := PlanMemory(cfg, nil, false)
 	if len(plan.Needs) != 1 {
 		t.Fatalf("plan %+v", plan)
 	}
@@ -51,29 +52,29 @@ func TestCheckMemory(t *testing.T) {
 	at := fmt.Sprintf("big.toml:%d:1: source[0].buffers: pipeline \"demo\": frame pool of 35 slots (buffers 32 + 2 + mailbox 1) × 48.0 MiB (4096x4096 YUYV, slots sized for RGB24) = 1.64 GiB", line)
 
 	// Fits: 1.64 GiB of 8 GiB available less 2 GiB kept.
-	if r, err := cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 8192, 8192)}); err != nil || r.Usable() != 6<<30 {
+	if r, err := CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 8192, 8192)}); err != nil || r.Usable() != 6<<30 {
 		t.Fatalf("8 GiB machine: %v (report %+v)", err, r)
 	}
 	// Does not fit now (2 GiB available, 512 MiB usable), would on an
-	// idle machine: ErrMemory, not ErrConfig.
-	_, err = cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 8192, 2560)})
+	// idle machine: ErrMemory, not config.ErrInvalid.
+	_, err = CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 8192, 2560)})
 	var me *MemoryError
-	if !errors.As(err, &me) || !errors.Is(err, ErrMemory) || errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), at) ||
+	if !errors.As(err, &me) || !errors.Is(err, ErrMemory) || errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), at) ||
 		!strings.Contains(err.Error(), "MemAvailable 2.50 GiB and edged keeps 2.00 GiB (a quarter of MemTotal 8.00 GiB) for the rest of the system: 512.0 MiB usable") {
 		t.Fatalf("busy 8 GiB machine: %v", err)
 	}
 	// Can never fit (2 GiB machine): a configuration error too.
-	_, err = cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 2048, 2000)})
-	if !errors.Is(err, ErrMemory) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "this machine can never hold it") {
+	_, err = CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 2048, 2000)})
+	if !errors.Is(err, ErrMemory) || !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "this machine can never hold it") {
 		t.Fatalf("2 GiB machine: %v", err)
 	}
 	// A reload on the busy machine is credited with what the running
 	// configuration holds (the same pipeline).
-	if _, err := cfg.CheckMemory(plan, plan, MemoryBudget{ProcRoot: meminfo(t, 8192, 2560)}); err != nil {
+	if _, err := CheckMemory(cfg, plan, plan, MemoryBudget{ProcRoot: meminfo(t, 8192, 2560)}); err != nil {
 		t.Fatalf("reload replacing what it needs: %v", err)
 	}
 	// No meminfo: nothing checked, as trt's reload budget.
-	if r, err := cfg.CheckMemory(plan, MemoryPlan{}, MemoryBudget{ProcRoot: t.TempDir()}); err != nil || r.Checked {
+	if r, err := CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: t.TempDir()}); err != nil || r.Checked {
 		t.Fatalf("no meminfo: %v %+v", err, r)
 	}
 
@@ -84,22 +85,22 @@ func TestCheckMemory(t *testing.T) {
 	if err := os.WriteFile(engine, make([]byte, 3<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err = Parse(filepath.Join(dir, "trt.toml"), []byte(trtText))
+	cfg, err = config.Parse(filepath.Join(dir, "trt.toml"), []byte(trtText))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan = cfg.PlanMemory(nil, true)
+	plan = PlanMemory(cfg, nil, true)
 	if !plan.Needs[0].OnDevice || plan.Device() != 6<<20 {
 		t.Fatalf("discrete GPU plan %+v", plan)
 	}
 	gpu := func(free, total uint64) MemoryBudget {
 		return MemoryBudget{ProcRoot: meminfo(t, 8192, 8192), Device: func() (uint64, uint64, error) { return free, total, nil }}
 	}
-	if _, err := cfg.CheckMemory(plan, MemoryPlan{}, gpu(256<<20, 256<<20)); err != nil {
+	if _, err := CheckMemory(cfg, plan, MemoryPlan{}, gpu(256<<20, 256<<20)); err != nil {
 		t.Fatalf("256 MiB GPU: %v", err)
 	}
-	_, err = cfg.CheckMemory(plan, MemoryPlan{}, gpu(16<<20, 24<<20))
-	if !errors.Is(err, ErrMemory) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "model[0].path: pipeline \"demo\": engine about 6.0 MiB in GPU memory") {
+	_, err = CheckMemory(cfg, plan, MemoryPlan{}, gpu(16<<20, 24<<20))
+	if !errors.Is(err, ErrMemory) || !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "model[0].path: pipeline \"demo\": engine about 6.0 MiB in GPU memory") {
 		t.Fatalf("24 MiB GPU: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/edged-dev/edged/runtime/config"
 	"math"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestDemoPipelineMJPEG(t *testing.T) {
 	})
 	var src *synthetic.Source
 	f := testFactories(t, sink, backend)
-	f.Camera = func(sc *SourceConfig, _ *Config) (sensors.Source, error) {
+	f.Camera = func(sc *config.Source, _ *config.Config) (sensors.Source, error) {
 		s, err := synthetic.New(syntheticOptions(sc))
 		src = s
 		return s, err

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/edged-dev/edged/internal/backoff"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/postprocess"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -25,6 +26,16 @@ type frameSlot interface {
 	SetState(umem.SlotState)
 }
 
+// pipelineHost is what a pipeline tells whoever runs it (the daemon): a
+// status event for every sink, that the STATUS= line may have changed,
+// and a failure nothing on this process can recover from. A pipeline
+// needs nothing else of the daemon.
+type pipelineHost interface {
+	publishStatus(event, pipeline, source, reason string)
+	refreshStatus()
+	fatal(err error)
+}
+
 // pipelineState is what a pipeline is doing, for STATUS= and /readyz.
 type pipelineState int32
 
@@ -38,19 +49,21 @@ const (
 // It owns two goroutines: capture (source supervision and frame delivery)
 // and infer (everything after the mailbox).
 type pipeline struct {
-	d     *daemon
-	stall time.Duration // daemon.stall_timeout of the configuration this pipeline belongs to
-	conf  *Config       // the configuration this pipeline belongs to
-	cfg   *PipelineConfig
-	scfg  *SourceConfig
+	host  pipelineHost
+	stall time.Duration  // daemon.stall_timeout of the configuration this pipeline belongs to
+	conf  *config.Config // the configuration this pipeline belongs to
+	cfg   *config.Pipeline
+	scfg  *config.Source
 	log   *slog.Logger
 	src   sensors.Source
 	pool  *umem.Pool
-	model *model
 	hot   *trt.Hot
-	sinks []Sink
-	rings []*sensors.Ring
-	mb    mailbox
+	// newGPU builds the GPU preprocessing path (Factories.GPUPreprocess);
+	// nil: the CPU path always.
+	newGPU func(preprocess.Options, *config.Config) (GPUPreprocessor, error)
+	sinks  []Sink
+	rings  []*sensors.Ring
+	mb     mailbox
 
 	// fixed at start from the engine signature
 	inIdx     int
@@ -162,22 +175,23 @@ func (m *mailbox) drain() {
 // capture supervises the source: it delivers frames, and on failure closes
 // the source, waits with capped, jittered backoff and starts it again.
 func (p *pipeline) capture(ctx context.Context) {
-	backoff := minBackoff
+	failures := 0
 	for ctx.Err() == nil {
 		if !p.sourceUp.Load() {
 			if err := p.src.Start(ctx, poolAdapter{p.pool}); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				p.errs.log(p.log, "source start failed; retrying", "source", p.scfg.Name, "retry_in", backoff.String(), "err", err)
+				d := backoff.Restart.Delay(failures)
+				failures++
+				p.errs.log(p.log, "source start failed; retrying", "source", p.scfg.Name, "retry_in", d.Round(time.Millisecond).String(), "err", err)
 				p.setWaiting(err)
-				if !p.sleep(ctx, jitter(backoff)) {
+				if !p.sleep(ctx, d) {
 					return
 				}
-				backoff = min(backoff*2, maxBackoff)
 				continue
 			}
-			backoff = minBackoff
+			failures = 0
 			p.sourceUpEvent()
 		}
 		err := p.deliver(ctx)
@@ -239,20 +253,6 @@ func (p *pipeline) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Restart delays of a source or sensor that failed or went away: doubling
-// from minBackoff, capped at maxBackoff, each drawn from [d/2, d]. The cap
-// bounds how long a replugged camera or adapter waits to be found again
-// (≤ 2 s after it reappears); a failed open of an absent device costs one
-// syscall, and the log line is rate-limited.
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 2 * time.Second
-)
-
-func jitter(d time.Duration) time.Duration {
-	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
-}
-
 func (p *pipeline) idle() time.Duration {
 	return max(p.stall/4, 50*time.Millisecond)
 }
@@ -262,7 +262,7 @@ func (p *pipeline) stampInfer()   { p.inferStamp.Store(monoNow()) }
 
 func (p *pipeline) setWaiting(err error) {
 	p.state.Store(int32(stateWaiting))
-	p.d.refreshStatus()
+	p.host.refreshStatus()
 }
 
 func (p *pipeline) sourceUpEvent() {
@@ -270,9 +270,9 @@ func (p *pipeline) sourceUpEvent() {
 	p.stats.reconnects.Add(1)
 	if p.stats.reconnects.Load() > 1 {
 		p.log.Info("source up", "source", p.scfg.Name, "event", "source_up", "format", p.src.Format().String())
-		p.d.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
+		p.host.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
 	}
-	p.d.refreshStatus()
+	p.host.refreshStatus()
 }
 
 func (p *pipeline) sourceDownEvent(err error) {
@@ -284,8 +284,8 @@ func (p *pipeline) sourceDownEvent(err error) {
 		reason = err.Error()
 	}
 	p.log.Warn("source down", "source", p.scfg.Name, "event", "source_down", "err", err)
-	p.d.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
-	p.d.refreshStatus()
+	p.host.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
+	p.host.refreshStatus()
 }
 
 // infer takes frames from the mailbox and produces results.
@@ -350,7 +350,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		p.stats.inferErrors.Add(1)
 		if errors.Is(err, umem.ErrContextLost) {
 			// A sticky CUDA error: nothing on this context works again.
-			p.d.fatal(fmt.Errorf("pipeline %s: the CUDA context is lost (%w); exiting so that systemd restarts edged", p.cfg.Name, err))
+			p.host.fatal(fmt.Errorf("pipeline %s: the CUDA context is lost (%w); exiting so that systemd restarts edged", p.cfg.Name, err))
 			return
 		}
 		p.errs.log(p.log, "inference failed", "model", gen.Model, "generation", gen.Number, "err", err)
@@ -390,59 +390,31 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	p.stampInfer()
 	if !p.published.Swap(true) {
 		p.state.Store(int32(stateRunning))
-		p.d.refreshStatus()
+		p.host.refreshStatus()
 	}
 }
 
 // bind fixes the tensor layout from the first engine and builds the
-// post-processors. Later engines must have the same signature.
+// preprocessors and post-processors, as planEngine decides. Later engines
+// must have the same signature.
 func (p *pipeline) bind(eng trt.Engine) error {
-	ins := eng.Inputs()
-	p.inIdx = -1
-	for i, t := range ins {
-		if p.cfg.Preprocess.Input == "" || t.Name == p.cfg.Preprocess.Input {
-			p.inIdx = i
-			break
-		}
-	}
-	if p.inIdx < 0 {
-		return fmt.Errorf("%w: model %q has no input %q (inputs: %s)", ErrConfig, p.cfg.Model, p.cfg.Preprocess.Input, tensorNames(ins))
-	}
-	in := ins[p.inIdx]
-	out, err := inputLayout(in.TensorSpec, p.cfg.Preprocess.Layout)
+	plan, err := planEngine(p.conf, p.cfg, trt.SignatureOf(eng))
 	if err != nil {
-		return fmt.Errorf("%w: model %q input %s: %w", ErrConfig, p.cfg.Model, in.TensorSpec, err)
+		return err
 	}
-	p.c, p.h, p.w = out.C, out.H, out.W
-	if err := p.newPreprocessors(out); err != nil {
+	p.inIdx = plan.in
+	p.c, p.h, p.w = plan.pre.Out.C, plan.pre.Out.H, plan.pre.Out.W
+	if err := p.newPreprocessors(plan.pre); err != nil {
 		return err
 	}
 	if p.src != nil {
 		p.announceInput()
 	}
-	outs := eng.Outputs()
-	byName := map[string]int{}
-	for i, t := range outs {
-		byName[t.Name] = i
-	}
-	conf := map[string]*PostprocessConfig{}
-	for i := range p.cfg.Postprocess {
-		q := &p.cfg.Postprocess[i]
-		if _, ok := byName[q.Output]; !ok {
-			return fmt.Errorf("%w: pipeline %q post-processes output %q, but model %q has outputs %s", ErrConfig, p.cfg.Name, q.Output, p.cfg.Model, tensorNames(outs))
-		}
-		conf[q.Output] = q
-	}
 	p.post, p.postOut = nil, nil
-	for i, t := range outs {
-		o := postprocess.Options{Kind: postprocess.Raw, MaxValues: DefaultMaxValues}
-		if q := conf[t.Name]; q != nil {
-			o = postprocess.Options{Kind: q.Kind, K: q.K, Softmax: q.Softmax, Labels: q.Labels, MaxValues: q.MaxValues,
-				ScoreThreshold: float32(q.ScoreThreshold), IOUThreshold: float32(q.IOUThreshold), MaxDetections: q.MaxDetections}
-		}
-		proc, err := postprocess.New(t.Name, t.Shape, o)
-		if err != nil {
-			return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)
+	for i, t := range eng.Outputs() {
+		proc, err := postprocess.New(t.Name, t.Shape, plan.post[i])
+		if err != nil { // planEngine built it already
+			return fmt.Errorf("%w: pipeline %q: %w", config.ErrInvalid, p.cfg.Name, err)
 		}
 		p.post = append(p.post, proc)
 		p.postOut = append(p.postOut, i)
@@ -450,17 +422,6 @@ func (p *pipeline) bind(eng trt.Engine) error {
 	p.rec = stream.Record{Kind: stream.KindResult, Pipeline: p.cfg.Name, Outputs: make([]stream.Output, len(p.post)),
 		Sensors: make([]sensors.Sample, 0, len(p.rings))}
 	return nil
-}
-
-func tensorNames(ts []*trt.Tensor) string {
-	s := ""
-	for i, t := range ts {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%q", t.Name)
-	}
-	return "[" + s + "]"
 }
 
 // rateLog logs the first occurrence of a repeated error, then a count at

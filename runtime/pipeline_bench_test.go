@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -44,7 +45,7 @@ func (e *nopEngine) Close() error                    { return nil }
 // benchPipeline builds the default pipeline around eng, with a real socket
 // sink that one client drains, and a pool holding one synthetic frame.
 func benchPipeline(tb testing.TB, eng trt.Engine) (*pipeline, *umem.Pool, sensors.Frame, func()) {
-	cfg, err := Parse("", configs.Default)
+	cfg, err := config.Parse("", configs.Default)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -63,8 +64,8 @@ func benchPipeline(tb testing.TB, eng trt.Engine) (*pipeline, *umem.Pool, sensor
 	for sock.Stats().Clients == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	d := &daemon{cfg: cfg, log: slog.New(slog.DiscardHandler)}
-	p := &pipeline{d: d, stall: cfg.Daemon.StallTimeout.Duration, cfg: &cfg.Pipelines[0], scfg: &cfg.Sources[0], log: d.log, hot: &trt.Hot{}, sinks: []Sink{sock}}
+	p := &pipeline{host: &fakeHost{}, stall: cfg.Daemon.StallTimeout.Duration, conf: cfg, cfg: &cfg.Pipelines[0], scfg: &cfg.Sources[0],
+		log: slog.New(slog.DiscardHandler), hot: &trt.Hot{}, sinks: []Sink{sock}}
 	if err := p.bind(eng); err != nil {
 		tb.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func runFrames(tb testing.TB, p *pipeline, f sensors.Frame, n int, lat []int64) 
 func TestSteadyStateFrameAllocatesNothing(t *testing.T) {
 	var eng trt.Engine = newNopEngine(t)
 	if b, err := ortBackendOrNil(); err == nil {
-		data, _ := BuiltinModel("demo")
+		data, _ := config.BuiltinModel("demo")
 		e, err := b.Load(context.Background(), data, trt.LoadOptions{Name: "demo", Alloc: umem.NewHost(), Threads: 1})
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -59,19 +60,13 @@ func inputLayout(in trt.TensorSpec, layout string) (preprocess.Output, error) {
 }
 
 // newPreprocessors builds the CPU path and, unless device = "cpu", the GPU
-// path for tensors of shape out, replacing earlier ones.
-func (p *pipeline) newPreprocessors(out preprocess.Output) error {
+// path with options o (from planEngine), replacing earlier ones.
+func (p *pipeline) newPreprocessors(o preprocess.Options) error {
 	p.closePreprocessors()
 	pp := p.cfg.Preprocess
-	o := preprocess.Options{
-		Resize: pp.Resize, Filter: pp.Filter, Matrix: pp.ColorMatrix, FullRange: pp.ColorRange == "full",
-		BGR: pp.Color == "bgr", Scale: float32(pp.Scale), Out: out, Threads: pp.Threads,
-		Mean: [3]float32{float32(pp.Mean[0]), float32(pp.Mean[1]), float32(pp.Mean[2])},
-		Std:  [3]float32{float32(pp.Std[0]), float32(pp.Std[1]), float32(pp.Std[2])},
-	}
 	pre, err := preprocess.New(o)
 	if err != nil {
-		return fmt.Errorf("%w: pipeline %q: %w", ErrConfig, p.cfg.Name, err)
+		return fmt.Errorf("%w: pipeline %q: %w", config.ErrInvalid, p.cfg.Name, err)
 	}
 	p.pre = pre
 	p.preKey = sensors.Format{}
@@ -79,17 +74,17 @@ func (p *pipeline) newPreprocessors(out preprocess.Output) error {
 	if pp.Device == "cpu" {
 		return nil
 	}
-	mk := p.d.opts.Factories.GPUPreprocess
+	mk := p.newGPU
 	if mk == nil {
 		if pp.Device == "gpu" {
-			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\", but this daemon has no GPU preprocessing", ErrConfig, p.cfg.Name)
+			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\", but this daemon has no GPU preprocessing", config.ErrInvalid, p.cfg.Name)
 		}
 		return nil
 	}
 	g, err := mk(o, p.conf)
 	if err != nil {
 		if pp.Device == "gpu" {
-			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", ErrConfig, p.cfg.Name, err)
+			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", config.ErrInvalid, p.cfg.Name, err)
 		}
 		p.log.Info("preprocessing on the CPU", "why", err.Error())
 		return nil

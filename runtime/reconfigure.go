@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
 )
@@ -61,7 +62,7 @@ func configKey(v any) string {
 
 // modelPath is where a model's engines come from: the resolved file, or
 // the built-in name.
-func modelPath(c *Config, mc *ModelConfig) string {
+func modelPath(c *config.Config, mc *config.Model) string {
 	if mc == nil {
 		return ""
 	}
@@ -74,13 +75,13 @@ func modelPath(c *Config, mc *ModelConfig) string {
 // pipelineKey covers everything a running pipeline was built from except
 // its engine: its own table, its source, its sensors, its sinks and the
 // stall budget its loops pace themselves by.
-func pipelineKey(c *Config, pc *PipelineConfig) string {
+func pipelineKey(c *config.Config, pc *config.Pipeline) string {
 	k := struct {
-		Pipeline PipelineConfig
-		Source   *SourceConfig
+		Pipeline config.Pipeline
+		Source   *config.Source
 		Replay   string
-		Sensors  []*SourceConfig
-		Sinks    []*SinkConfig
+		Sensors  []*config.Source
+		Sinks    []*config.Sink
 		Stall    time.Duration
 	}{Pipeline: *pc, Source: c.Source(pc.Source), Stall: c.Daemon.StallTimeout.Duration}
 	if k.Source != nil && k.Source.Path != "" {
@@ -96,8 +97,8 @@ func pipelineKey(c *Config, pc *PipelineConfig) string {
 }
 
 // backendKey covers what a model's backend is created from.
-func backendKey(c *Config, mc *ModelConfig) string {
-	bn, _ := ModelBackend(mc)
+func backendKey(c *config.Config, mc *config.Model) string {
+	bn, _ := config.ModelBackend(mc)
 	return configKey(struct {
 		Model, Backend, ORT, TRT string
 		VersionCompatible, Debug bool
@@ -106,7 +107,7 @@ func backendKey(c *Config, mc *ModelConfig) string {
 
 // engineKey covers what a pipeline's engine is loaded with, except the
 // model content.
-func engineKey(c *Config, pc *PipelineConfig) string {
+func engineKey(c *config.Config, pc *config.Pipeline) string {
 	mc := c.Model(pc.Model)
 	if mc == nil {
 		return ""
@@ -122,9 +123,9 @@ func engineKey(c *Config, pc *PipelineConfig) string {
 
 // modelKey covers a model and the engines of every pipeline using it: a
 // model whose key is unchanged keeps its watcher and its engines.
-func modelKey(c *Config, mc *ModelConfig, targets []*PipelineConfig) string {
+func modelKey(c *config.Config, mc *config.Model, targets []*config.Pipeline) string {
 	k := struct {
-		Model   ModelConfig
+		Model   config.Model
 		Path    string
 		State   string
 		Engines [][2]string
@@ -145,11 +146,15 @@ func sameContent(path string, sum [32]byte) bool {
 }
 
 // start builds and starts the first graph.
-func (d *daemon) start(ctx context.Context, c *Config) error {
+func (d *daemon) start(ctx context.Context, c *config.Config) error {
 	base := d.currentGraph()
 	next, err := d.prepare(ctx, base, c, reconfigStart)
 	if err != nil {
 		return err
+	}
+	if ctx.Err() != nil { // stopped while preparing: start nothing
+		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+		return ctx.Err()
 	}
 	if err := d.commit(base, next, reconfigStart); err != nil {
 		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
@@ -161,7 +166,7 @@ func (d *daemon) start(ctx context.Context, c *Config) error {
 // reconfigure replaces the running configuration with c (see the comment
 // on reconfig). It returns nil when c runs; otherwise the running
 // configuration is kept (or restored) and the error says why.
-func (d *daemon) reconfigure(ctx context.Context, c *Config) error {
+func (d *daemon) reconfigure(ctx context.Context, c *config.Config) error {
 	base := d.currentGraph()
 	next, err := d.prepare(ctx, base, c, reconfigReload)
 	if err != nil {
@@ -192,7 +197,7 @@ func (d *daemon) reconfigure(ctx context.Context, c *Config) error {
 // changes or restarts anything of base; on error it frees what it built.
 // In restore mode it does not fail: a pipeline that cannot be built is
 // put in the graph's failed set.
-func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode reconfig) (_ *graph, err error) {
+func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mode reconfig) (_ *graph, err error) {
 	next := newGraph(d, c)
 	defer func() {
 		if err != nil {
@@ -254,7 +259,7 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode recon
 
 	// Models, and which engines carry over.
 	var order []string
-	byModel := map[string][]*PipelineConfig{}
+	byModel := map[string][]*config.Pipeline{}
 	for i := range c.Pipelines {
 		pc := &c.Pipelines[i]
 		if byModel[pc.Model] == nil {
@@ -331,7 +336,7 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode recon
 		p := next.newPipeline(pc, hot)
 		src, err := d.opts.Factories.Camera(p.scfg, c)
 		if err != nil {
-			if err := fail(p, fmt.Errorf("%w: source %q: %w", ErrConfig, p.scfg.Name, err)); err != nil {
+			if err := fail(p, fmt.Errorf("%w: source %q: %w", config.ErrInvalid, p.scfg.Name, err)); err != nil {
 				return nil, err
 			}
 			continue
@@ -365,18 +370,21 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode recon
 			continue
 		}
 		if m.backend == nil {
-			bn, err := ModelBackend(m.cfg)
+			bn, err := config.ModelBackend(m.cfg)
 			if err != nil {
-				return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
+				return nil, fmt.Errorf("%w: model %q: %w", config.ErrInvalid, name, err)
 			}
 			if m.backend, err = d.opts.Factories.Backend(bn, m.cfg, c); err != nil {
-				return nil, fmt.Errorf("%w: model %q: %w", ErrConfig, name, err)
+				return nil, fmt.Errorf("%w: model %q: %w", config.ErrInvalid, name, err)
 			}
+		}
+		if failpoint(ctx, "model/load") {
+			return nil, fmt.Errorf("model %q: failpoint model/load", name)
 		}
 		if m.path == "" {
 			for _, p := range m.targets {
 				if p.hot.Current() == nil {
-					if err := m.loadInto(ctx, d, p); err != nil {
+					if err := m.loadBuiltin(ctx, d, p); err != nil {
 						return nil, err
 					}
 				}
@@ -408,7 +416,7 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *Config, mode recon
 	return next, nil
 }
 
-func allServing(prev map[string]*pipeline, pcs []*PipelineConfig) bool {
+func allServing(prev map[string]*pipeline, pcs []*config.Pipeline) bool {
 	for _, pc := range pcs {
 		if o := prev[pc.Name]; o == nil || o.hot.Current() == nil {
 			return false

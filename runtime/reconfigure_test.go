@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt/demomodel"
@@ -35,7 +36,7 @@ func waitNewResults(t *testing.T, s *recordingSink, pipeline string, had, n int)
 // twoPipelines is the default configuration with a second pipeline,
 // "side", on its own synthetic camera (every frame, in order), both on
 // the model file at model.
-func twoPipelines(t *testing.T, model string, edit func(string) string) *Config {
+func twoPipelines(t *testing.T, model string, edit func(string) string) *config.Config {
 	return defaultConfig(t, func(s string) string {
 		s = mustReplace(t, s, "fps = 30.0", "fps = 100.0")
 		s = mustReplace(t, s, `path = "builtin:demo"`, `path = "`+model+`"`)
@@ -103,7 +104,7 @@ func TestConfigReloadIsADiffingTransaction(t *testing.T) {
 		}
 		return len(rs)
 	}
-	reload := func(step string, next *Config) {
+	reload := func(step string, next *config.Config) {
 		t.Helper()
 		if err := dd.Reload(ctx, next); err != nil {
 			t.Fatalf("%s: %v", step, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt/demomodel"
@@ -147,8 +148,8 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 }
 
 // socketSinkFactory builds real socket sinks (the production sink).
-func socketSinkFactory(t testing.TB) func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) {
-	return func(s *SinkConfig, c *Config, _ net.Listener, _ ControlFunc) (Sink, error) {
+func socketSinkFactory(t testing.TB) func(*config.Sink, *config.Config, net.Listener, ControlFunc) (Sink, error) {
+	return func(s *config.Sink, c *config.Config, _ net.Listener, _ ControlFunc) (Sink, error) {
 		return stream.NewSocket(stream.SocketOptions{Name: s.Name, Path: s.Path, NoActivation: true, QueueLen: s.ClientQueue})
 	}
 }
@@ -276,7 +277,7 @@ func BenchmarkReloadLatency(b *testing.B) {
 	sink := newRecordingSink()
 	text := strings.Replace(string(configs.Default), "fps = 30.0", "fps = 200.0", 1)
 	text = strings.Replace(text, `path = "builtin:demo"`, `path = "`+model+`"`, 1)
-	cfg, err := Parse("", []byte(text))
+	cfg, err := config.Parse("", []byte(text))
 	if err != nil {
 		b.Fatal(err)
 	}

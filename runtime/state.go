@@ -19,12 +19,13 @@ import (
 	"syscall"
 
 	"github.com/edged-dev/edged/internal/atomicfile"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/trt"
 )
 
 // stateDir resolves daemon.state_dir: the configured folder, else
 // $STATE_DIRECTORY (systemd's StateDirectory=), else "" (no state kept).
-func stateDir(c *Config) string {
+func stateDir(c *config.Config) string {
 	if c.Daemon.StateDir != "" {
 		return c.Resolve(c.Daemon.StateDir)
 	}
@@ -161,7 +162,7 @@ func (l *lastGood) file(model string) string { return filepath.Join(l.dir, model
 // plain file name: the configuration check refuses such names too, this
 // is the second line of defence for a Config built in code.
 func (l *lastGood) path(model string) (string, error) {
-	if err := checkModelName(model); err != nil {
+	if err := config.CheckModelName(model); err != nil {
 		return "", fmt.Errorf("no last-good copy for this model: %w", err)
 	}
 	p := l.file(model)

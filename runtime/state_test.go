@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt/demomodel"
 )
@@ -170,7 +171,7 @@ func TestLastGoodOnlyForItsModel(t *testing.T) {
 		}
 		return p
 	}
-	config := func(name, path string) *Config {
+	withModel := func(name, path string) *config.Config {
 		cfg := defaultConfig(t, func(s string) string {
 			s = mustReplace(t, s, `state_dir = ""`, `state_dir = "`+state+`"`)
 			return mustReplace(t, s, `path = "builtin:demo"`, `path = "`+path+`"`)
@@ -181,7 +182,7 @@ func TestLastGoodOnlyForItsModel(t *testing.T) {
 		return cfg
 	}
 	// startFails runs cfg and wants the start to fail without falling back.
-	startFails := func(what string, cfg *Config) {
+	startFails := func(what string, cfg *config.Config) {
 		t.Helper()
 		sink := newRecordingSink()
 		d, err := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})
@@ -214,15 +215,15 @@ func TestLastGoodOnlyForItsModel(t *testing.T) {
 
 	// Model x keeps a copy of good.onnx.
 	sink := newRecordingSink()
-	_, _, stop := runDaemon(t, Options{Config: config("x", good), Factories: testFactories(t, sink, backend)})
+	_, _, stop := runDaemon(t, Options{Config: withModel("x", good), Factories: testFactories(t, sink, backend)})
 	sink.waitResults(t, 3, 30*time.Second)
 	waitFor(t, 30*time.Second, func() bool { _, err := os.Stat(filepath.Join(state, "last-good", "x.model")); return err == nil })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 
-	startFails(`model "./x" (same file name as x's copy)`, config("./x", torn("a.onnx")))
-	startFails(`model x moved to another file`, config("x", torn("b.onnx")))
+	startFails(`model "./x" (same file name as x's copy)`, withModel("./x", torn("a.onnx")))
+	startFails(`model x moved to another file`, withModel("x", torn("b.onnx")))
 
 	// Copy the x copy under another model's name (two names that meet in
 	// one file, e.g. on a case-insensitive file system): not served to it.
@@ -233,12 +234,12 @@ func TestLastGoodOnlyForItsModel(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(state, "last-good", "y.model"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startFails(`model y with x's copy under its name`, config("y", torn("c.onnx")))
+	startFails(`model y with x's copy under its name`, withModel("y", torn("c.onnx")))
 
 	// A name that climbs out of the state folder: serving works, the copy
 	// is refused and counted as a failed state write.
 	sink = newRecordingSink()
-	d, _, _ := runDaemon(t, Options{Config: config("../../escape", good), Factories: testFactories(t, sink, backend)})
+	d, _, _ := runDaemon(t, Options{Config: withModel("../../escape", good), Factories: testFactories(t, sink, backend)})
 	sink.waitResults(t, 3, 30*time.Second)
 	lg := d.d.graph.lastGood
 	waitFor(t, 30*time.Second, func() bool { return lg.writes.Load()+lg.writeErrors.Load() > 0 })

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -55,11 +56,11 @@ func scriptedDaemon(t *testing.T, src *sensorstest.Source, optional bool, notes 
 		return s
 	})
 	f := Factories{
-		Allocator: func(GPUConfig) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
-		Camera:    func(*SourceConfig, *Config) (sensors.Source, error) { return src, nil },
-		Sensor:    func(*SourceConfig, *Config) (sensors.SampleSource, error) { return nil, fmt.Errorf("none") },
-		Backend:   func(string, *ModelConfig, *Config) (trt.Backend, error) { return backend, nil },
-		Sink:      func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) { return sink, nil },
+		Allocator: func(config.GPU) (umem.Allocator, string, error) { return umem.NewHost(), "test", nil },
+		Camera:    func(*config.Source, *config.Config) (sensors.Source, error) { return src, nil },
+		Sensor:    func(*config.Source, *config.Config) (sensors.SampleSource, error) { return nil, fmt.Errorf("none") },
+		Backend:   func(string, *config.Model, *config.Config) (trt.Backend, error) { return backend, nil },
+		Sink:      func(*config.Sink, *config.Config, net.Listener, ControlFunc) (Sink, error) { return sink, nil },
 	}
 	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: f, Notifier: notes, WatchdogInterval: 100 * time.Millisecond})
 	return sink, func() {
@@ -171,7 +172,7 @@ func TestRequiredSourceMissingFailsStart(t *testing.T) {
 		return mustReplace(t, mustReplace(t, s, "width = 640 ", "width = 160 "), "height = 480\n", "height = 120\n")
 	})
 	f := testFactories(t, newRecordingSink(), backend)
-	f.Camera = func(*SourceConfig, *Config) (sensors.Source, error) { return src, nil }
+	f.Camera = func(*config.Source, *config.Config) (sensors.Source, error) { return src, nil }
 	d, _ := New(Options{Config: cfg, Factories: f})
 	err := d.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `source "cam0"`) || !strings.Contains(err.Error(), "/dev/video9") {
@@ -191,7 +192,7 @@ func TestConfigReload(t *testing.T) {
 	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
 	sinks := 0
 	f := testFactories(t, sink, backend)
-	f.Sink = func(*SinkConfig, *Config, net.Listener, ControlFunc) (Sink, error) { sinks++; return sink, nil }
+	f.Sink = func(*config.Sink, *config.Config, net.Listener, ControlFunc) (Sink, error) { sinks++; return sink, nil }
 	dd, ctx, _ := runDaemon(t, Options{Config: cfg, Factories: f, Notifier: notes})
 	sink.waitResults(t, 20, 30*time.Second)
 	next := defaultConfig(t, func(s string) string {
@@ -245,7 +246,7 @@ func TestSerialSensorUnplugWhileScraped(t *testing.T) {
 		return mustReplace(t, s, "[[model]]", "[[source]]\nname = \"imu\"\nkind = \"serial\"\ndevice = \"/dev/ttyIMU\"\nprotocol = \"csv\"\ncolumns = [\"ax\"]\n\n[[model]]")
 	})
 	f := testFactories(t, sink, backend)
-	f.Sensor = func(sc *SourceConfig, _ *Config) (sensors.SampleSource, error) { return imu, nil }
+	f.Sensor = func(sc *config.Source, _ *config.Config) (sensors.SampleSource, error) { return imu, nil }
 	d, ctx, stop := runDaemon(t, Options{Config: cfg, Factories: f})
 	var scrapes atomic.Int64
 	scraped := make(chan struct{})
@@ -343,7 +344,7 @@ func TestSinkChangeWhileScraped(t *testing.T) {
 	built := map[string]int{}
 	var mu sync.Mutex
 	f := testFactories(t, sink, backend)
-	f.Sink = func(sc *SinkConfig, _ *Config, _ net.Listener, _ ControlFunc) (Sink, error) {
+	f.Sink = func(sc *config.Sink, _ *config.Config, _ net.Listener, _ ControlFunc) (Sink, error) {
 		mu.Lock()
 		built[sc.Name]++
 		mu.Unlock()

@@ -11,5 +11,7 @@
 // finish on the old engine, which is closed when its last lease ends.
 // Reloads are transactions: a replacement is loaded off the hot path,
 // checked against the pipeline's tensor signature, warmed up and only then
-// swapped in; a failed reload leaves the old engine serving.
+// swapped in; a failed reload leaves the old engine serving. [Stage] is
+// that validation step, exported so that every engine is accepted the
+// same way, whether a Reloader loads it or not.
 package trt

@@ -13,7 +13,7 @@ import (
 // Errors returned by backends and the reload machinery. Each rejection
 // wraps one of them so callers can count reloads by reason.
 var (
-	ErrEngineInvalid = errors.New("trt: engine file invalid")
+	ErrEngineInvalid = errors.New("trt: invalid model file")
 	ErrVersion       = errors.New("trt: engine built by another TensorRT version")
 	ErrSignature     = errors.New("trt: tensor signature does not match the pipeline")
 	ErrWarmup        = errors.New("trt: warm-up inference failed")

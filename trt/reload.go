@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edged-dev/edged/internal/backoff"
 )
 
 // Target is one consumer of a model file: a pipeline's Hot, the signature
@@ -157,7 +159,7 @@ type Reloader struct {
 	path     string // absolute, clean
 	dir      string // filepath.Dir(path)
 	targets  []*target
-	stager   stager
+	stage    StageOptions
 	onEvent  func(ReloadEvent)
 	interval [2]time.Duration // rescan period while watching, while polling
 
@@ -240,7 +242,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		model:      opts.Model,
 		path:       abs,
 		dir:        filepath.Dir(abs),
-		stager:     stager{backend: opts.Backend, budget: opts.Budget, gate: opts.Gate, warmup: opts.WarmupTimeout},
+		stage:      StageOptions{Backend: opts.Backend, Budget: opts.Budget, Gate: opts.Gate, WarmupTimeout: opts.WarmupTimeout},
 		onEvent:    opts.OnEvent,
 		kick:       make(chan struct{}, 1),
 		trig:       make(chan struct{}, 1),
@@ -318,7 +320,7 @@ func (r *Reloader) load(ctx context.Context) (key fileKey, n int, _ error) {
 		if !errors.Is(err, errUnstable) || attempt == 4 {
 			break
 		}
-		if !sleepCtx(ctx, r.opts.Settle) {
+		if !backoff.Sleep(ctx, r.opts.Settle) {
 			return key, 0, ctx.Err()
 		}
 	}
@@ -361,13 +363,12 @@ func (t *target) label() string {
 
 // apply stages data for t and installs it. Called with txMu held.
 func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]byte) (*Generation, error) {
-	e, done, err := r.stager.stage(ctx, data, t.Load, t.Want)
+	st, err := Stage(ctx, data, t.Load, t.Want, r.stage)
 	if err != nil {
 		return nil, err
 	}
-	sig := SignatureOf(e)
-	g := t.Hot.Install(e, r.model, sha)
-	done()
+	sig := SignatureOf(st.Engine)
+	g := st.Install(t.Hot, r.model, sha)
 	if t.Want.empty() {
 		t.Want = sig
 	}
@@ -505,17 +506,6 @@ func (r *Reloader) debounce(kind *checkKind) bool {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // check looks at the file once and, when its content is new, runs the
 // transaction for every target. It returns true when the file was still
 // changing and should be checked again after another debounce.
@@ -545,7 +535,7 @@ func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Tim
 		return false, 0
 	}
 	seq := r.kickSeq.Load()
-	if !sleepCtx(ctx, r.opts.Settle) {
+	if !backoff.Sleep(ctx, r.opts.Settle) {
 		return false, 0
 	}
 	if r.kickSeq.Load() != seq {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -36,65 +37,121 @@ func (g *StagingGate) acquire(ctx context.Context) error {
 
 func (g *StagingGate) release() { <-g.ch }
 
-// stager runs the load-validate-warm-up transaction for one target.
-type stager struct {
-	backend Backend
-	budget  Budget
-	gate    *StagingGate
-	warmup  time.Duration
+// StageOptions configure Stage.
+type StageOptions struct {
+	// Backend loads the engine.
+	Backend Backend
+	// Budget is asked with the model size before the engine is created;
+	// nil means MemInfoBudget{}.Check.
+	Budget Budget
+	// Gate bounds concurrent stagings; nil means the process-wide gate of
+	// one, shared with every Reloader.
+	Gate *StagingGate
+	// WarmupTimeout bounds the warm-up inference; 0 means
+	// DefaultWarmupTimeout.
+	WarmupTimeout time.Duration
 }
 
-// stage loads model for a target, checks it and warms it up. On success
-// the gate is still held and the caller must call done after installing
-// the engine; on failure nothing is held and every error wraps a trt
-// sentinel, or is ctx's error when ctx ended.
-func (s *stager) stage(ctx context.Context, model []byte, opts LoadOptions, want Signature) (e Engine, done func(), err error) {
-	if err := s.gate.acquire(ctx); err != nil {
-		return nil, nil, err
+// Staged is an engine that passed Stage and is not installed yet. It holds
+// the staging gate until Install or Close.
+type Staged struct {
+	// Engine is the validated, warmed-up engine.
+	Engine Engine
+	gate   *StagingGate
+	once   sync.Once
+}
+
+// Stage is the reload transaction's validation step, the one way edged
+// accepts an engine: the Reloader stages every engine it installs through
+// it, and so do the built-in model, the last-good fallback and edged
+// check. Under the staging gate (one staging engine in the process unless
+// o.Gate says otherwise) and after the memory budget allows a model of
+// this size, it loads model with o.Backend, requires at least one input
+// and one output and, when want is not empty, want's signature, and runs a
+// warm-up inference bounded by o.WarmupTimeout whose outputs must be
+// resolved, fit their buffers, match want and be finite.
+//
+// On success the caller must Install or Close the result promptly: it
+// holds the gate. On failure nothing is held, and the error wraps a trt
+// sentinel (ErrMemory, ErrEngineInvalid, ErrSignature, ErrWarmup, ...) or
+// is ctx's error when ctx ended.
+func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, o StageOptions) (_ *Staged, err error) {
+	if o.Budget == nil {
+		o.Budget = MemInfoBudget{}.Check
 	}
+	if o.Gate == nil {
+		o.Gate = processGate
+	}
+	if o.WarmupTimeout <= 0 {
+		o.WarmupTimeout = DefaultWarmupTimeout
+	}
+	if o.Backend == nil {
+		return nil, fmt.Errorf("%w: no backend to stage the model with", ErrBackend)
+	}
+	if err := o.Gate.acquire(ctx); err != nil {
+		return nil, err
+	}
+	var e Engine
 	defer func() {
 		if err != nil {
 			if e != nil {
 				e.Close()
-				e = nil
 			}
-			s.gate.release()
+			o.Gate.release()
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
 		}
 	}()
-	if s.budget != nil {
-		if err := s.budget(int64(len(model))); err != nil {
-			if !errors.Is(err, ErrMemory) {
-				err = fmt.Errorf("%w: %w", ErrMemory, err)
-			}
-			return nil, nil, err
+	if err := o.Budget(int64(len(model))); err != nil {
+		if !errors.Is(err, ErrMemory) {
+			err = fmt.Errorf("%w: %w", ErrMemory, err)
 		}
+		return nil, err
 	}
-	e, err = s.backend.Load(ctx, model, opts)
+	e, err = o.Backend.Load(ctx, model, load)
 	if err != nil {
 		if RejectReason(err) == ReasonOther {
-			err = fmt.Errorf("%w: %s backend: %w", ErrEngineInvalid, s.backend.Name(), err)
+			err = fmt.Errorf("%w: %s backend: %w", ErrEngineInvalid, o.Backend.Name(), err)
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	if e == nil {
-		return nil, nil, fmt.Errorf("%w: %s backend returned no engine", ErrEngineInvalid, s.backend.Name())
+		return nil, fmt.Errorf("%w: %s backend returned no engine", ErrEngineInvalid, o.Backend.Name())
 	}
 	got := SignatureOf(e)
 	if len(got.Inputs) == 0 || len(got.Outputs) == 0 {
-		return e, nil, fmt.Errorf("%w: the engine has %d inputs and %d outputs, want at least one of each", ErrSignature, len(got.Inputs), len(got.Outputs))
+		return nil, fmt.Errorf("%w: the engine has %d inputs and %d outputs, want at least one of each", ErrSignature, len(got.Inputs), len(got.Outputs))
 	}
 	if !want.empty() {
 		if err := got.checkStaged(want); err != nil {
-			return e, nil, fmt.Errorf("%w (pipelines are built for their engine's tensors: export the model with the same inputs and outputs, or restart edged to rebuild the pipeline for the new ones)", err)
+			return nil, fmt.Errorf("%w (pipelines are built for their engine's tensors: export the model with the same inputs and outputs, or restart edged to rebuild the pipeline for the new ones)", err)
 		}
 	}
-	if err := warmup(ctx, e, want, s.warmup); err != nil {
-		return e, nil, err
+	if err := warmup(ctx, e, want, o.WarmupTimeout); err != nil {
+		return nil, err
 	}
-	return e, s.gate.release, nil
+	return &Staged{Engine: e, gate: o.Gate}, nil
+}
+
+// Install puts the engine in h as model's content sha, releases the
+// staging gate and returns the new generation.
+func (s *Staged) Install(h *Hot, model string, sha [32]byte) *Generation {
+	g := h.Install(s.Engine, model, sha)
+	s.once.Do(s.gate.release)
+	return g
+}
+
+// Close closes the engine without installing it (the caller only
+// validated it, or refused it for reasons of its own) and releases the
+// staging gate. It is idempotent; after Install it does nothing.
+func (s *Staged) Close() error {
+	var err error
+	s.once.Do(func() {
+		err = s.Engine.Close()
+		s.gate.release()
+	})
+	return err
 }
 
 func (s Signature) empty() bool { return len(s.Inputs) == 0 && len(s.Outputs) == 0 }
@@ -153,7 +210,7 @@ func warmup(ctx context.Context, e Engine, want Signature, timeout time.Duration
 	}
 	if !want.empty() {
 		if err := SignatureOf(e).Check(want); err != nil {
-			return fmt.Errorf("%w: after inference: %v", ErrWarmup, err)
+			return fmt.Errorf("%w: after inference: %w", ErrWarmup, err)
 		}
 	}
 	for _, t := range e.Outputs() {

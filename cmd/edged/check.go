@@ -10,6 +10,7 @@ import (
 	"time"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/plan"
@@ -17,32 +18,34 @@ import (
 	"github.com/edged-dev/edged/umem"
 )
 
-// cmdCheck validates the configuration, probes the GPU, the devices the
-// sources and sinks name, and loads every model the way the daemon would
-// (including the warm-up inference), and compares what the frame pools
-// and engines need with the memory there is, as run does. It exits 0 when
-// the configuration is runnable, 78 for configuration errors (including
-// unusable model files, and frame pools and engines that can never fit in
-// this machine) and 1 when a required device is missing or broken or the
-// memory they need is in use now.
+// cmdCheck checks what run would, and reports every problem it finds in
+// one run: the configuration (file:line:column and key) and its model
+// files, the GPU, where each pipeline preprocesses, the devices the
+// sources and sinks name, the memory the frame pools and engines need, and
+// every model, loaded for each pipeline the way the daemon loads it
+// (warm-up included) and checked against the pipeline with the function
+// the daemon binds it with (runtime.CheckPipeline). The memory and the
+// models are checked only when the configuration itself is valid: they
+// depend on its values.
+//
+// A problem is of one of two kinds. A configuration problem needs a person
+// to change something (the file, a model file, frame pools and engines
+// that can never fit in this machine); waiting does not help. A problem of
+// the machine may pass by itself: a required device missing or unusable,
+// memory in use now, no GPU for device = "gpu". The exit status is 78 when
+// at least one problem is a configuration problem, else 1 when there is a
+// problem, else 0 (runnable).
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", stderr)
 	path := fs.String("config", "", "configuration file (default: $EDGED_CONFIG, else the embedded default)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	cfg, what, err := loadConfig(*path)
-	if err != nil {
-		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, err)
-		return exitCode(err)
+	cfg, what, perr := parseConfig(*path)
+	if cfg == nil { // not readable as TOML: nothing else can be checked
+		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, perr)
+		return exitCode(perr)
 	}
-	fmt.Fprintf(stdout, "configuration %s: ok (%d source(s), %d model(s), %d pipeline(s), %d sink(s))\n",
-		what, len(cfg.Sources), len(cfg.Models), len(cfg.Pipelines), len(cfg.Sinks))
-	if err := cfg.CheckFiles(); err != nil {
-		fmt.Fprintf(stderr, "%v\n", err)
-		return exitConfig
-	}
-
 	code := exitOK
 	fail := func(c int, format string, a ...any) {
 		fmt.Fprintf(stdout, "  FAIL  "+format+"\n", a...)
@@ -52,6 +55,29 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	ok := func(format string, a ...any) { fmt.Fprintf(stdout, "  ok    "+format+"\n", a...) }
 	warn := func(format string, a ...any) { fmt.Fprintf(stdout, "  warn  "+format+"\n", a...) }
+	skip := func(why string) { fmt.Fprintf(stdout, "        not checked: %s\n", why) }
+
+	ferr := cfg.CheckFiles()
+	counts := fmt.Sprintf("%d source(s), %d model(s), %d pipeline(s), %d sink(s)", len(cfg.Sources), len(cfg.Models), len(cfg.Pipelines), len(cfg.Sinks))
+	if err := errors.Join(perr, ferr); err != nil {
+		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, err)
+		code = exitConfig
+		fmt.Fprintf(stdout, "configuration %s: not valid, the problems are listed on stderr (%s)\n", what, counts)
+	} else {
+		fmt.Fprintf(stdout, "configuration %s: ok (%s)\n", what, counts)
+	}
+	valid := perr == nil
+	const invalid = "the configuration has problems (listed on stderr)"
+	missing := map[string]bool{} // models whose file CheckFiles refused
+	var ce *config.Error
+	if errors.As(ferr, &ce) {
+		for _, p := range ce.Problems {
+			var i int
+			if _, err := fmt.Sscanf(p.Key, "model[%d].path", &i); err == nil && i < len(cfg.Models) {
+				missing[cfg.Models[i].Name] = true
+			}
+		}
+	}
 
 	fmt.Fprintln(stdout, "gpu:")
 	w := &wiring{log: slog.New(slog.DiscardHandler)}
@@ -106,34 +132,79 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	fmt.Fprintln(stdout, "memory:")
-	checkMemory(stdout, w, cfg, ok, fail)
+	if valid {
+		checkMemory(stdout, w, cfg, ok, fail)
+	} else {
+		skip(invalid)
+	}
 
 	fmt.Fprintln(stdout, "models:")
 	sigs := map[string]trt.Signature{}
+	if !valid {
+		skip(invalid)
+	}
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
-		start := time.Now()
-		sig, backend, err := checkModel(ctx, w, cfg, m, alloc)
-		if err != nil {
-			fail(exitConfig, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
+		if !valid {
+			break
+		}
+		if missing[m.Name] {
+			fmt.Fprintf(stdout, "        model %s: not loaded: its file is not there (listed on stderr)\n", m.Name)
 			continue
 		}
-		sigs[m.Name] = sig
-		ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+		// Each pipeline gets its own engine, loaded with its options, as
+		// run loads them; a model no pipeline uses is loaded once.
+		var users []*config.Pipeline
+		for j := range cfg.Pipelines {
+			if cfg.Pipelines[j].Model == m.Name {
+				users = append(users, &cfg.Pipelines[j])
+			}
+		}
+		if len(users) == 0 {
+			users = append(users, nil)
+		}
+		for _, pc := range users {
+			start := time.Now()
+			sig, backend, err := checkModel(ctx, w, cfg, m, pc, alloc)
+			if err != nil {
+				c := exitConfig
+				if errors.Is(err, trt.ErrMemory) {
+					c = exitFailure // memory in use now
+				}
+				fail(c, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
+				break
+			}
+			sigs[m.Name] = sig
+			ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+			if pc == nil {
+				continue
+			}
+			// The same decision run makes when it binds the pipeline.
+			if err := edruntime.CheckPipeline(cfg, pc, sig); err != nil {
+				for _, line := range splitLines(err.Error()) {
+					fail(exitConfig, "%s", line)
+				}
+				continue
+			}
+			ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
+		}
 	}
 	checkMJPEG(cfg, sigs, ok, warn)
-	if code == exitOK {
+	switch code {
+	case exitOK:
 		fmt.Fprintln(stdout, "runnable")
-	} else {
-		fmt.Fprintln(stdout, "not runnable")
+	case exitConfig:
+		fmt.Fprintln(stdout, "not runnable: the configuration or a model file must change (exit 78)")
+	default:
+		fmt.Fprintln(stdout, "not runnable on this machine now: a device, the GPU or memory is missing (exit 1)")
 	}
 	return code
 }
 
 // checkMemory compares what the configuration's frame pools and engines
 // need with the memory there is, as run does before it allocates anything.
-func checkMemory(stdout io.Writer, w *wiring, cfg *edruntime.Config, ok func(string, ...any), fail func(int, string, ...any)) {
-	slot := func(pc *edruntime.PipelineConfig, sc *edruntime.SourceConfig) int {
+func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string, ...any), fail func(int, string, ...any)) {
+	slot := func(pc *config.Pipeline, sc *config.Source) int {
 		src, err := newCamera(sc, cfg) // opens nothing; replay reads the recording's header
 		if err != nil {
 			return edruntime.SlotSize(nil, sc)
@@ -146,7 +217,7 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *edruntime.Config, ok func(str
 	if discrete {
 		b.Device = func() (uint64, uint64, error) { return free, total, nil }
 	}
-	plan := cfg.PlanMemory(slot, discrete)
+	plan := edruntime.PlanMemory(cfg, slot, discrete)
 	for _, n := range plan.Needs {
 		where := "system memory"
 		if n.OnDevice {
@@ -155,10 +226,10 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *edruntime.Config, ok func(str
 		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; engine about %s (%s)\n", n.Pipeline, n.Slots,
 			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), edruntime.FormatSize(n.EngineBytes), where)
 	}
-	r, err := cfg.CheckMemory(plan, edruntime.MemoryPlan{}, b)
+	r, err := edruntime.CheckMemory(cfg, plan, edruntime.MemoryPlan{}, b)
 	if err != nil {
 		code := exitFailure
-		if errors.Is(err, edruntime.ErrConfig) {
+		if errors.Is(err, config.ErrInvalid) {
 			code = exitConfig
 		}
 		for _, line := range splitLines(err.Error()) {
@@ -199,26 +270,23 @@ func checkDevice(p string) error {
 	return f.Close()
 }
 
-// checkModel loads a model with its backend and runs one warm-up
-// inference, as the daemon does before serving.
-func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edruntime.ModelConfig, alloc umem.Allocator) (trt.Signature, string, error) {
-	name, err := edruntime.ModelBackend(m)
+// checkModel loads model m for pipeline pc (nil: for none) as the daemon
+// loads it at start (runtime.LoadEngine: the model file through the
+// reload transaction's checks, every engine through its staging step,
+// warm-up included) and returns the engine's signature and backend.
+func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (trt.Signature, string, error) {
+	name, err := config.ModelBackend(m)
 	if err != nil {
 		return trt.Signature{}, "", err
 	}
-	var data []byte
-	if b, ok := m.Builtin(); ok {
-		data, err = edruntime.BuiltinModel(b)
-	} else {
-		data, err = readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
-	}
-	if err != nil {
-		return trt.Signature{}, "", err
-	}
-	if name == "tensorrt" {
+	if _, builtin := m.Builtin(); name == "tensorrt" && !builtin {
 		// The engine header says which TensorRT built it; check it against
 		// this machine's library before anything else, so a mismatch is
 		// named even where this edged cannot load engines.
+		data, err := readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
+		if err != nil {
+			return trt.Signature{}, "", err
+		}
 		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
 		if perr == nil {
 			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
@@ -235,28 +303,19 @@ func checkModel(ctx context.Context, w *wiring, cfg *edruntime.Config, m *edrunt
 	if c, ok := be.(io.Closer); ok {
 		defer c.Close()
 	}
-	opts := trt.LoadOptions{Name: m.Name, Alloc: alloc, Threads: max(m.Threads, 1)}
-	for _, p := range cfg.Pipelines {
-		if p.Model == m.Name && p.Preprocess.Width > 0 && p.Preprocess.Height > 0 {
-			opts.Shapes = map[string][]int64{p.Preprocess.Input: {1, 3, int64(p.Preprocess.Height), int64(p.Preprocess.Width)}}
-		}
-	}
-	eng, err := be.Load(ctx, data, opts)
+	hot, err := edruntime.LoadEngine(ctx, cfg, m, pc, be, alloc)
 	if err != nil {
 		return trt.Signature{}, "", err
 	}
-	defer eng.Close()
-	if err := edruntime.WarmUp(ctx, eng); err != nil {
-		return trt.Signature{}, "", err
-	}
-	return trt.SignatureOf(eng), be.Name(), nil
+	defer hot.Close()
+	return trt.SignatureOf(hot.Current().Engine), be.Name(), nil
 }
 
 // checkPreprocess says where a pipeline will preprocess: with a CUDA
 // device and device = "auto" or "gpu" it compiles (or loads from the
 // cache) the GPU kernels; "auto" still measures both paths on the first
 // frame when it runs.
-func checkPreprocess(w *wiring, cfg *edruntime.Config, pc *edruntime.PipelineConfig, ok, warn func(string, ...any), fail func(int, string, ...any)) {
+func checkPreprocess(w *wiring, cfg *config.Config, pc *config.Pipeline, ok, warn func(string, ...any), fail func(int, string, ...any)) {
 	dev := pc.Preprocess.Device
 	if dev == "cpu" {
 		ok("pipeline %s: CPU (preprocess.device = \"cpu\")", pc.Name)
@@ -296,7 +355,9 @@ func checkPreprocess(w *wiring, cfg *edruntime.Config, pc *edruntime.PipelineCon
 }
 
 // readModel reads a model file that is at most maxBytes long
-// (daemon.max_model_bytes); a larger one is refused before it is read.
+// (daemon.max_model_bytes); a larger one is refused before it is read. It
+// is only for the TensorRT header check: engines are loaded by
+// runtime.LoadEngine.
 func readModel(path string, maxBytes int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

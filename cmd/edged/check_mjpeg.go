@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/trt"
 )
@@ -12,7 +12,7 @@ import (
 // decoder serves it, the DCT scale its frames are decoded at for the
 // model's input and why (what run logs as "MJPEG decoding"). sigs are the
 // loaded models' signatures by model name.
-func checkMJPEG(cfg *edruntime.Config, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
+func checkMJPEG(cfg *config.Config, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
 	var dec *jpeg.Decoder
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
@@ -46,7 +46,7 @@ func checkMJPEG(cfg *edruntime.Config, sigs map[string]trt.Signature, ok, warn f
 
 // inputSize is the image size of the pipeline's engine input: the shape
 // [1,C,H,W] or [1,H,W,C] (C 1 or 3), else preprocess.width and height.
-func inputSize(sig trt.Signature, pc *edruntime.PipelineConfig) (int, int) {
+func inputSize(sig trt.Signature, pc *config.Pipeline) (int, int) {
 	for _, t := range sig.Inputs {
 		if pc.Preprocess.Input != "" && t.Name != pc.Preprocess.Input {
 			continue

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/configs"
-	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/trt"
 )
 
@@ -16,7 +16,7 @@ func TestCheckMJPEG(t *testing.T) {
 	text := strings.Replace(string(configs.Default), `format = "YUYV"`, `format = "MJPEG"`, 1)
 	text = strings.Replace(text, "width = 640 ", "width = 1920", 1)
 	text = strings.Replace(text, "height = 480\n", "height = 1080\n", 1)
-	cfg, err := edruntime.Parse("", []byte(text))
+	cfg, err := config.Parse("", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,28 +2,40 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/edged-dev/edged/configs"
-	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 )
 
-// loadConfig loads -config, $EDGED_CONFIG, or the embedded default. The
-// second result names what was loaded, for messages.
-func loadConfig(path string) (*edruntime.Config, string, error) {
+// loadConfig loads -config, $EDGED_CONFIG, or the embedded default, and
+// checks that its model files are there. The second result names what was
+// loaded, for messages. On error the configuration is nil when the file
+// could not be read as TOML; otherwise it is what Parse understood, and
+// the error lists every problem of the file and of its model files.
+func loadConfig(path string) (*config.Config, string, error) {
+	cfg, what, err := parseConfig(path)
+	if cfg != nil {
+		if ferr := cfg.CheckFiles(); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
+	return cfg, what, err
+}
+
+// parseConfig is loadConfig without the model files.
+func parseConfig(path string) (*config.Config, string, error) {
 	if path == "" {
 		path = os.Getenv("EDGED_CONFIG")
 	}
 	if path == "" {
-		cfg, err := edruntime.Parse("", configs.Default)
+		cfg, err := config.Parse("", configs.Default)
 		return cfg, "embedded default configuration", err
 	}
-	cfg, err := edruntime.LoadFile(path)
-	if err == nil {
-		err = cfg.CheckFiles()
-	}
+	cfg, err := config.LoadFile(path)
 	return cfg, path, err
 }
 
@@ -42,7 +54,7 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "edged: %s:\n%v\n", what, err)
 		return exitCode(err)
 	}
-	text, err := edruntime.EncodeConfig(cfg)
+	text, err := config.Encode(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "edged: %v\n", err)
 		return exitFailure

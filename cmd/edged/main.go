@@ -9,6 +9,7 @@ import (
 	"os"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 )
 
 // Exit codes (a contract, see docs/ARCHITECTURE.md).
@@ -95,7 +96,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, edruntime.ErrConfig):
+	case errors.Is(err, config.ErrInvalid):
 		return exitConfig
 	}
 	return exitFailure

@@ -20,7 +20,8 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/edged-dev/edged/configs"
-	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/internal/demoscene"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/replay"
@@ -286,7 +287,7 @@ func TestNotifyLifecycle(t *testing.T) {
 		}
 		truth := synthetic.TruthAt(opts, m.Rec.FrameSeq)
 		cls := m.Rec.Outputs["class"].Top[0]
-		if cls.Index != truth.Background || cls.Label != synthetic.Labels[truth.Background] {
+		if cls.Index != truth.Background || cls.Label != demoscene.Labels[truth.Background] {
 			t.Fatalf("frame %d: class %+v, camera drew background %d", m.Rec.FrameSeq, cls, truth.Background)
 		}
 		cen := m.Rec.Outputs["centroid"].Data
@@ -541,7 +542,7 @@ func TestCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := edruntime.Parse("printed", printed); err != nil {
+	if _, err := config.Parse("printed", printed); err != nil {
 		t.Errorf("config print output does not load: %v\n%s", err, printed)
 	}
 	v, err := edged("version").Output()

@@ -5,9 +5,14 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // packages walks the module's Go packages (folders with .go files),
@@ -59,13 +64,14 @@ func TestPackageDocs(t *testing.T) {
 	}
 }
 
-// TestNoCgoOutsideUmemAndTrt: cgo lives only in umem/ and trt/ (and build
-// tools); sensors/ and runtime/ never import "C".
+// TestNoCgoOutsideUmemAndTrt: cgo lives only in umem/ and trt/, and in
+// sensors/jpeg (libjpeg-turbo, loaded at run time); the rest of sensors/
+// and runtime/ never import "C".
 func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, files := range packages(t) {
 		rel := filepath.ToSlash(strings.TrimPrefix(dir, filepath.Join("..", "..")+string(filepath.Separator)))
-		if strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") {
+		if strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "sensors/jpeg" {
 			continue
 		}
 		for _, f := range files {
@@ -78,7 +84,7 @@ func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 			}
 			for _, imp := range af.Imports {
 				if imp.Path.Value == `"C"` {
-					t.Errorf("%s imports \"C\": cgo belongs in umem/ and trt/", f)
+					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/ and sensors/jpeg", f)
 				}
 			}
 		}
@@ -95,4 +101,200 @@ func ignored(groups []*ast.CommentGroup) bool {
 		}
 	}
 	return false
+}
+
+// TestMakeSaysWhatItDoes covers issue 11's findings about the Makefile and
+// the README: make cross without the aarch64 compilers or mmdebstrap
+// failed deep inside cgo; it now stops at once, naming what is missing and
+// the apt-get command. The first make run was silent for minutes while
+// compiling; build now says what it does. And the README says that make
+// test fetches the arm64 ONNX Runtime too, as it does.
+func TestMakeSaysWhatItDoes(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	root := filepath.Join("..", "..")
+	make := func(args ...string) (string, error) {
+		cmd := exec.Command("make", append([]string{"-C", root, "--no-print-directory"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t0 := time.Now()
+	out, err := make("cross", "SYSROOT="+t.TempDir()+"/none", "CROSS_CC=edged-no-gcc", "CROSS_CXX=edged-no-g++", "MMDEBSTRAP=edged-no-mmdebstrap")
+	if err == nil || !strings.Contains(out, "make cross needs edged-no-gcc edged-no-g++ edged-no-mmdebstrap") ||
+		!strings.Contains(out, "sudo apt-get install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu mmdebstrap\n") {
+		t.Errorf("make cross without the cross tools: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "go build") || strings.Contains(out, "fetch-ort") || time.Since(t0) > 10*time.Second {
+		t.Errorf("make cross went on before saying what is missing (%v):\n%s", time.Since(t0), out)
+	}
+
+	out, err = make("-n", "run")
+	if i, j := strings.Index(out, "the first build compiles the cgo parts"), strings.Index(out, "go build"); err != nil || i < 0 || j < i {
+		t.Errorf("make run does not say what its first build does before it builds: %v\n%s", err, out)
+	}
+
+	out, err = make("-n", "test")
+	readme, rerr := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil || rerr != nil {
+		t.Fatal(err, rerr)
+	}
+	fetches := regexp.MustCompile(`fetch-ort \S+ \S+ .*arm64`).MatchString(out)
+	says := regexp.MustCompile("`make test`[^.]*arm64").Match(readme)
+	if fetches != says {
+		t.Errorf("make test fetches the arm64 ONNX Runtime: %v; the README says it does: %v\n%s", fetches, says, out)
+	}
+}
+
+// TestErrorCausesWrapped: an error that becomes the cause of another is
+// wrapped with %w, never formatted with %v or %s, so errors.Is and
+// errors.As see through it (issue 11: three places still used %v). The
+// check is by name: an argument called err, cause, or ending in Err or err.
+func TestErrorCausesWrapped(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, files := range packages(t) {
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				c, ok := n.(*ast.CallExpr)
+				if !ok || len(c.Args) < 2 {
+					return true
+				}
+				sel, ok := c.Fun.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "Errorf" {
+					return true
+				}
+				if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "fmt" {
+					return true // t.Errorf and the like report, they do not wrap
+				}
+				lit, ok := c.Args[0].(*ast.BasicLit)
+				if !ok {
+					return true
+				}
+				format, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					return true
+				}
+				for i, verb := range formatVerbs(format) {
+					if i+1 >= len(c.Args) || verb != 'v' && verb != 's' {
+						continue
+					}
+					if id, ok := c.Args[i+1].(*ast.Ident); ok {
+						name := strings.ToLower(id.Name)
+						if name == "cause" || strings.HasSuffix(name, "err") {
+							t.Errorf("%s: %s formatted with %%%c; wrap it with %%w", fset.Position(c.Pos()), id.Name, verb)
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// formatVerbs returns the verbs of a format string in argument order.
+func formatVerbs(format string) []byte {
+	var verbs []byte
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		i++
+		for i < len(format) && strings.IndexByte("+-# 0123456789.", format[i]) >= 0 {
+			i++
+		}
+		if i < len(format) && format[i] != '%' {
+			verbs = append(verbs, format[i])
+		}
+	}
+	return verbs
+}
+
+// importRules says which of the module's packages each layer may import
+// (besides the standard library and third-party modules). The first rule
+// whose package matches applies; a name ending in "/" matches the packages
+// below it, any other the package and those below it; "*" allows any.
+var importRules = []struct {
+	pkg string
+	may []string
+}{
+	{"cmd/", []string{"*"}}, // anything: the wiring
+	{"internal/", []string{"internal/"}},
+	{"configs", []string{}},
+	{"umem", []string{"umem", "internal/"}},
+	{"sensors", []string{"sensors", "internal/"}},
+	{"trt", []string{"trt", "umem", "internal/"}},
+	// The configuration: not the daemon, nor its other parts.
+	{"runtime/config", []string{"runtime/config", "sensors", "trt", "umem", "internal/"}},
+	// The daemon's libraries: neither the daemon nor its configuration.
+	{"runtime/", []string{"runtime/stream", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
+	{"runtime", []string{"runtime", "sensors", "trt", "umem", "internal/"}},
+	// Benchmarks drive the binary; they import no part of the daemon.
+	{"bench/", []string{"bench/", "sensors", "trt", "internal/"}},
+}
+
+func matchPkg(rel, rule string) bool {
+	if rule == "*" {
+		return true
+	}
+	if strings.HasSuffix(rule, "/") {
+		return strings.HasPrefix(rel, rule)
+	}
+	return rel == rule || strings.HasPrefix(rel, rule+"/")
+}
+
+// TestImportDirections: packages import downwards only — internal/
+// nothing else of edged; umem, sensors and trt none of each other but
+// trt → umem (so trt does not import sensors, issue 11); runtime/config
+// not the daemon; the daemon's libraries neither the daemon nor its
+// configuration; nothing but cmd/ imports cmd/, and nothing bench/ (see
+// importRules).
+func TestImportDirections(t *testing.T) {
+	const module = "github.com/edged-dev/edged/"
+	fset := token.NewFileSet()
+	root := filepath.Join("..", "..")
+	for dir, files := range packages(t) {
+		rel, _ := filepath.Rel(root, dir)
+		rel = filepath.ToSlash(rel)
+		var may []string
+		matched := false
+		for _, r := range importRules {
+			if matchPkg(rel, r.pkg) {
+				may, matched = r.may, true
+				break
+			}
+		}
+		if !matched {
+			t.Errorf("%s: no import rule says what it may import; add one to importRules", rel)
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ignored(af.Comments) {
+				continue
+			}
+			for _, imp := range af.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				dep, ok := strings.CutPrefix(path, module)
+				if !ok {
+					continue
+				}
+				if !slices.ContainsFunc(may, func(m string) bool { return matchPkg(dep, m) }) {
+					t.Errorf("%s imports %s: %s may import only %v of edged", f, dep, rel, may)
+				}
+			}
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -73,10 +74,15 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}()
 
 	if err := d.Run(ctx); err != nil {
+		// Positioned problems, one a line, as for an invalid file.
 		var me *edruntime.MemoryError
 		if errors.As(err, &me) {
-			// Positioned problems, one a line, as for an invalid file.
 			fmt.Fprintf(stderr, "edged: %s: frame pools and engines do not fit in memory:\n%v\n", what, me)
+			return exitCode(err)
+		}
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			fmt.Fprintf(stderr, "edged: %s: the pipelines do not fit their models:\n%v\n", what, ce)
 			return exitCode(err)
 		}
 		log.Error("edged failed", "err", err)
@@ -117,7 +123,7 @@ func inheritedListeners() (map[string]net.Listener, error) {
 	return out, nil
 }
 
-func newLogger(d edruntime.DaemonConfig, w io.Writer) *slog.Logger {
+func newLogger(d config.Daemon, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(d.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/creack/pty"
 
-	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -568,7 +568,7 @@ mode = "600"
 	if n := strings.Count(out, "\n  columns = "); n != 2 {
 		t.Errorf("columns printed for %d of 2 sources", n)
 	}
-	if _, err := edruntime.Parse("printed", []byte(out)); err != nil {
+	if _, err := config.Parse("printed", []byte(out)); err != nil {
 		t.Errorf("printed configuration does not load: %v", err)
 	}
 }

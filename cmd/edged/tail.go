@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -170,7 +170,7 @@ func clientSocket(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	def := edruntime.DefaultSocketPath()
+	def := config.DefaultSocketPath()
 	for _, p := range []string{def, systemSocket} {
 		if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
 			return p, nil

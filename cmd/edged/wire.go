@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	edruntime "github.com/edged-dev/edged/runtime"
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
@@ -46,7 +47,7 @@ func factories(log *slog.Logger) edruntime.Factories {
 		Sensor:        newSensor,
 		Backend:       w.backend,
 		GPUPreprocess: w.gpuPreprocess,
-		Sink: func(s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
+		Sink: func(s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 			return newSink(log, s, c, inherited, control)
 		},
 		DeviceMemory: w.deviceMemory,
@@ -67,7 +68,7 @@ func (w *wiring) deviceMemory() (free, total uint64, ok bool) {
 	return free, total, err == nil
 }
 
-func (w *wiring) allocator(g edruntime.GPUConfig) (umem.Allocator, string, error) {
+func (w *wiring) allocator(g config.GPU) (umem.Allocator, string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.place == nil {
@@ -80,7 +81,7 @@ func (w *wiring) allocator(g edruntime.GPUConfig) (umem.Allocator, string, error
 	return w.place.Alloc, w.place.Reason, nil
 }
 
-func (w *wiring) backend(name string, m *edruntime.ModelConfig, c *edruntime.Config) (trt.Backend, error) {
+func (w *wiring) backend(name string, m *config.Model, c *config.Config) (trt.Backend, error) {
 	switch name {
 	case "onnx":
 		return onnx.New(onnx.Options{Library: c.Resolve(c.Daemon.OnnxRuntimeLib)})
@@ -100,7 +101,7 @@ func (w *wiring) backend(name string, m *edruntime.ModelConfig, c *edruntime.Con
 // gpuPreprocess builds a pipeline's GPU preprocessing on the daemon's
 // device. The compiled kernels are cached in systemd's CacheDirectory
 // ($CACHE_DIRECTORY), else state_dir, else the user's cache folder.
-func (w *wiring) gpuPreprocess(o preprocess.Options, c *edruntime.Config) (edruntime.GPUPreprocessor, error) {
+func (w *wiring) gpuPreprocess(o preprocess.Options, c *config.Config) (edruntime.GPUPreprocessor, error) {
 	w.mu.Lock()
 	place := w.place
 	w.mu.Unlock()
@@ -118,7 +119,7 @@ func (w *wiring) gpuPreprocess(o preprocess.Options, c *edruntime.Config) (edrun
 	return g, nil
 }
 
-func kernelCacheDir(c *edruntime.Config) string {
+func kernelCacheDir(c *config.Config) string {
 	if d := os.Getenv("CACHE_DIRECTORY"); d != "" {
 		return filepath.Join(strings.Split(d, ":")[0], "nvrtc")
 	}
@@ -145,7 +146,7 @@ func placeReason(p *umem.Placement) string {
 	return p.Reason
 }
 
-func newCamera(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.Source, error) {
+func newCamera(sc *config.Source, c *config.Config) (sensors.Source, error) {
 	pf, err := sensors.ParsePixelFormat(sc.Format)
 	if err != nil && sc.Format != "" {
 		return nil, err
@@ -259,7 +260,7 @@ func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
 	return 0, fmt.Errorf("replay %s: no .png or .jpg images in the folder", path)
 }
 
-func newSensor(sc *edruntime.SourceConfig, c *edruntime.Config) (sensors.SampleSource, error) {
+func newSensor(sc *config.Source, c *config.Config) (sensors.SampleSource, error) {
 	src, err := serialsrc.New(serialsrc.Options{Name: sc.Name, Device: c.Resolve(sc.Device), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
 	if err != nil {
 		return nil, err
@@ -277,14 +278,14 @@ func (s serialSensor) RejectedLines() map[string]uint64 {
 	return map[string]uint64{"checksum": st.Checksum, "malformed": st.Malformed, "oversize": st.Oversize}
 }
 
-func newSink(log *slog.Logger, s *edruntime.SinkConfig, c *edruntime.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
+func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 	switch s.Kind {
 	case "socket":
 		enc, err := stream.ParseEncoding(s.Format)
 		if err != nil {
 			return nil, err
 		}
-		mode, err := edruntime.ParseMode(s.Mode)
+		mode, err := config.ParseMode(s.Mode)
 		if err != nil {
 			return nil, err
 		}
@@ -366,7 +367,7 @@ func u32s(v []int) []uint32 {
 // libPath resolves a library setting: a bare soname ("libnvrtc.so.13") is
 // left to the dynamic loader's search, a path is taken relative to the
 // configuration file.
-func libPath(c *edruntime.Config, lib string) string {
+func libPath(c *config.Config, lib string) string {
 	if !strings.Contains(lib, "/") {
 		return lib
 	}

@@ -2,6 +2,7 @@ package postprocess
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -14,6 +15,13 @@ const (
 	Raw        = "raw"
 	TopK       = "topk"
 	Detections = "detections"
+)
+
+// Errors of New: the output's shape does not suit the kind, or the labels
+// do not match its classes.
+var (
+	ErrShape  = errors.New("postprocess: unsuitable shape")
+	ErrLabels = errors.New("postprocess: wrong number of labels")
 )
 
 // Options configure one output.
@@ -55,7 +63,7 @@ func New(name string, shape []int64, o Options) (*Processor, error) {
 	n := 1
 	for _, d := range shape {
 		if d <= 0 {
-			return nil, fmt.Errorf("postprocess: output %q has dynamic shape %v", name, shape)
+			return nil, fmt.Errorf("%w: output %q has dynamic shape %v", ErrShape, name, shape)
 		}
 		n *= int(d)
 	}
@@ -75,11 +83,11 @@ func New(name string, shape []int64, o Options) (*Processor, error) {
 		p.data = make([]float32, n)
 		p.cls = make([]stream.Class, 0, p.opt.K)
 		if len(o.Labels) > 0 && len(o.Labels) != n {
-			return nil, fmt.Errorf("postprocess: output %q has %d classes but %d labels are configured", name, n, len(o.Labels))
+			return nil, fmt.Errorf("%w: output %q has %d classes but %d labels are configured", ErrLabels, name, n, len(o.Labels))
 		}
 	case Detections:
 		if len(shape) != 3 || shape[0] != 1 {
-			return nil, fmt.Errorf("postprocess: output %q has shape %v; detections need [1, 4+classes, boxes] or [1, boxes, 4+classes]", name, shape)
+			return nil, fmt.Errorf("%w: output %q has shape %v; detections need [1, 4+classes, boxes] or [1, boxes, 4+classes]", ErrShape, name, shape)
 		}
 		a, b := int(shape[1]), int(shape[2])
 		p.transposed = a < b
@@ -89,10 +97,10 @@ func New(name string, shape []int64, o Options) (*Processor, error) {
 			p.boxes, p.attrs = a, b
 		}
 		if p.attrs < 5 {
-			return nil, fmt.Errorf("postprocess: output %q has %d values per box; detections need 4 box values and at least one class score", name, p.attrs)
+			return nil, fmt.Errorf("%w: output %q has %d values per box; detections need 4 box values and at least one class score", ErrShape, name, p.attrs)
 		}
 		if len(o.Labels) > 0 && len(o.Labels) != p.attrs-4 {
-			return nil, fmt.Errorf("postprocess: output %q has %d classes but %d labels are configured", name, p.attrs-4, len(o.Labels))
+			return nil, fmt.Errorf("%w: output %q has %d classes but %d labels are configured", ErrLabels, name, p.attrs-4, len(o.Labels))
 		}
 		if p.opt.MaxDetections <= 0 {
 			p.opt.MaxDetections = 100

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,8 @@ import (
 
 	"go.bug.st/serial"
 	"golang.org/x/sys/unix"
+
+	"github.com/edged-dev/edged/internal/backoff"
 )
 
 // Serial errors.
@@ -66,8 +67,8 @@ type SerialOptions struct {
 	// link stalled (defaults 4 and 500ms).
 	StallFactor float64
 	StallSlack  time.Duration
-	// Reopen backoff, doubled per failed attempt with ±25% jitter
-	// (defaults 100ms and 5s).
+	// Reopen backoff, doubled per failed attempt, each delay drawn from
+	// its upper half (internal/backoff; defaults 100ms and 5s).
 	BackoffMin, BackoffMax time.Duration
 	// FlushTimeout bounds how long Close keeps writing queued frames
 	// (default 2s).
@@ -416,15 +417,9 @@ func (s *Serial) event(ev SerialEvent) {
 	}
 }
 
-// backoff is the delay before open attempt n (0-based), with ±25% jitter.
+// backoff is the delay before open attempt n (0-based).
 func (s *Serial) backoff(n int) time.Duration {
-	d := s.opts.BackoffMin
-	for i := 0; i < n && d < s.opts.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, s.opts.BackoffMax)
-	j := time.Duration(rand.Int64N(int64(d)/2+1)) - d/4
-	return d + j
+	return backoff.Policy{Min: s.opts.BackoffMin, Max: s.opts.BackoffMax}.Delay(n)
 }
 
 // sleep waits d or until Close; false means Close.

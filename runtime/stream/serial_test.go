@@ -501,12 +501,12 @@ func TestSerialMissingDevice(t *testing.T) {
 		retries = append(retries, e.Retry)
 	}
 	for i, d := range retries {
-		if d < 7*time.Millisecond || d > 50*time.Millisecond {
-			t.Fatalf("retry %d after %v, outside the 10ms..40ms (±25%%) range: %v", i, d, retries)
+		if d < 5*time.Millisecond || d > 40*time.Millisecond {
+			t.Fatalf("retry %d after %v, outside the 5ms..40ms range (10ms..40ms, each drawn from its upper half): %v", i, d, retries)
 		}
 	}
-	if retries[4] < 30*time.Millisecond {
-		t.Fatalf("backoff did not grow to the cap: %v", retries)
+	if retries[0] > 10*time.Millisecond || retries[4] < 20*time.Millisecond {
+		t.Fatalf("backoff did not grow from 10ms to the 40ms cap: %v", retries)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

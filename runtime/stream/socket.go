@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/edged-dev/edged/internal/backoff"
 	"github.com/edged-dev/edged/sensors"
 )
 
@@ -433,7 +434,7 @@ func (s *Socket) close() {
 
 func (s *Socket) acceptLoop() {
 	defer close(s.acceptDone)
-	backoff := 5 * time.Millisecond
+	failures := 0
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -443,22 +444,20 @@ func (s *Socket) acceptLoop() {
 			if isTemporaryAccept(err) {
 				// Out of file descriptors or an aborted handshake:
 				// wait and retry instead of spinning.
-				t := time.NewTimer(backoff)
-				select {
-				case <-t.C:
-				case <-s.ctx.Done():
-					t.Stop()
-				}
-				backoff = min(backoff*2, time.Second)
+				backoff.Sleep(s.ctx, acceptBackoff.Delay(failures))
+				failures++
 				continue
 			}
 			s.acceptErr = fmt.Errorf("stream: sink %q: accepting on %s: %w", s.opts.Name, s.path, err)
 			return
 		}
-		backoff = 5 * time.Millisecond
+		failures = 0
 		s.admit(conn)
 	}
 }
+
+// acceptBackoff spaces out accepts that fail for want of descriptors.
+var acceptBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
 
 func isTemporaryAccept(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||

@@ -367,29 +367,25 @@ func TestTruncatedAndOversizeRecords(t *testing.T) {
 	}
 }
 
-func TestCloseWakesNext(t *testing.T) {
+// TestSourceContract: a Next waiting for the recording's pace (1000 s
+// away) or for a free slot (free-running; the test holds the only one)
+// wakes on cancel and on Close, and no slot stays leased
+// (sensorstest.CheckSource).
+func TestSourceContract(t *testing.T) {
 	path, _ := record(t, 3, 10, sensors.GREY)
 	for _, o := range []Options{{FPS: 0.001}, {FreeRun: true}} {
 		o.Name, o.Path = "rp", path
-		s, _ := startReplay(t, o, 1, 64*48)
+		s, pool := startReplay(t, o, 1, 64*48)
 		held := next(t, s) // paced: the first is immediate; pool: the only slot
-		errc := make(chan error, 1)
-		go func() {
-			_, err := s.Next(context.Background())
-			errc <- err
-		}()
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
+		if !o.FreeRun {    // wait for the pace, not for the slot
+			held.Slot.Release()
+			held.Slot = nil
 		}
-		select {
-		case err := <-errc:
-			if !errors.Is(err, sensors.ErrClosed) {
-				t.Fatalf("%+v: %v", o, err)
+		sensorstest.CheckSource(t, sensorstest.SourceCase{Source: s, Pool: pool, Release: func() {
+			if held.Slot != nil {
+				held.Slot.Release()
 			}
-		case <-time.After(waitLimit):
-			t.Fatalf("%+v: Close did not wake Next", o)
-		}
-		held.Slot.Release()
+		}})
 	}
 }
 

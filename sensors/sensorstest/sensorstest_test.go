@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/edged-dev/edged/sensors"
 )
@@ -34,23 +33,8 @@ func TestScriptedSource(t *testing.T) {
 	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrDeviceGone) {
 		t.Fatalf("scripted error: %v", err)
 	}
-	// Next waits for more script; Close wakes it.
-	errc := make(chan error, 1)
-	go func() {
-		_, err := s.Next(context.Background())
-		errc <- err
-	}()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, sensors.ErrClosed) {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not wake Next")
-	}
+	// Next waits for more script: the source contract holds.
+	CheckSource(t, SourceCase{Source: s, Pool: pool})
 	s.Start(context.Background(), pool)
 	s.Push(Step{})
 	if err := s.Close(); err == nil {
@@ -107,10 +91,5 @@ func TestScriptedSampleSource(t *testing.T) {
 	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrDeviceGone) {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := s.Next(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	s.Close()
+	CheckSampleSource(t, s)
 }

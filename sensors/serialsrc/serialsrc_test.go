@@ -13,6 +13,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
 const waitLimit = 20 * time.Second
@@ -257,45 +258,11 @@ func TestUnplugAndReplug(t *testing.T) {
 	}
 }
 
-func TestCloseAndCancelWakeNext(t *testing.T) {
+// TestSourceContract: a Next waiting for a line wakes on cancel and on
+// Close (sensorstest.CheckSampleSource).
+func TestSourceContract(t *testing.T) {
 	p := newTTY(t)
-	s := startSource(t, Options{Name: "gps", Device: p.slave.Name(), Protocol: NMEA})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, err := s.Next(ctx)
-		errc <- err
-	}()
-	cancel()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancel: %v", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("cancel did not wake Next")
-	}
-	go func() {
-		_, err := s.Next(context.Background())
-		errc <- err
-	}()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, sensors.ErrClosed) {
-			t.Fatalf("close: %v", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("Close did not wake Next")
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrClosed) {
-		t.Fatalf("Next after Close: %v", err)
-	}
+	sensorstest.CheckSampleSource(t, startSource(t, Options{Name: "gps", Device: p.slave.Name(), Protocol: NMEA}))
 }
 
 func TestIdleReadsCounted(t *testing.T) {

@@ -1,11 +1,12 @@
-// Package synthetic is a deterministic camera: the demo scene of scene.go
-// (a white square bouncing over a background that cycles through Palette)
+// Package synthetic is a deterministic camera: the demo scene of
+// internal/demoscene (a white square bouncing over a background that
+// cycles through demoscene.Palette)
 // drawn straight into slots leased from a sensors.SlotPool, in any of the
 // pixel formats of package sensors, at a fixed frame rate or free-running.
 //
 // The scene is a pure function of the options and the frame's Seq, so the
 // result the daemon computes for a frame can be checked against
-// [TruthAt]: background palette index (Palette[(seq/PeriodFrames)%8]) and
+// [TruthAt]: background palette index (demoscene.Palette[(seq/PeriodFrames)%8]) and
 // the square's position. The square's side and corner are even, so the
 // chroma of 4:2:2 and 4:2:0 formats never straddles its edges.
 //

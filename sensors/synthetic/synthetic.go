@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edged-dev/edged/internal/demoscene"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/internal/lifetime"
 	"github.com/edged-dev/edged/sensors/internal/mjpeg"
@@ -98,7 +99,7 @@ func (o Options) validate() error {
 // Truth is what the synthetic camera drew in one frame.
 type Truth struct {
 	Seq        uint64
-	Background int // index into Palette
+	Background int // index into demoscene.Palette
 	// X, Y is the square's top-left pixel and Side its side: it covers
 	// columns [X, X+Side) and rows [Y, Y+Side).
 	X, Y, Side int
@@ -167,7 +168,7 @@ func (p path) at(o Options, seq uint64) Truth {
 	s := o.Square
 	return Truth{
 		Seq:        seq,
-		Background: int((seq / uint64(o.PeriodFrames)) % uint64(len(Palette))),
+		Background: int((seq / uint64(o.PeriodFrames)) % uint64(len(demoscene.Palette))),
 		X:          x, Y: y, Side: s,
 		CenterX: float64(x) + float64(s)/2,
 		CenterY: float64(y) + float64(s)/2,
@@ -193,7 +194,7 @@ type Source struct {
 
 	// Pre-encoded lines: for packed formats line[c] is one line of colour
 	// c; for NV12 it is the Y line followed by the CbCr line.
-	bgLines [len(Palette)][]byte
+	bgLines [len(demoscene.Palette)][]byte
 	sqLine  []byte
 	rgba    *image.RGBA // MJPEG canvas
 	jpw     sliceWriter
@@ -233,20 +234,20 @@ func New(opts Options) (*Source, error) {
 		}
 		s.rgba = image.NewRGBA(image.Rect(0, 0, o.Width, o.Height))
 		s.jpo.Quality = o.JPEGQuality
-		for i, c := range Palette {
+		for i, c := range demoscene.Palette {
 			s.bgLines[i] = rgbaLine(c, o.Width)
 		}
-		s.sqLine = rgbaLine(SquareColor, o.Square)
+		s.sqLine = rgbaLine(demoscene.SquareColor, o.Square)
 		return s, nil
 	}
-	for i, c := range Palette {
+	for i, c := range demoscene.Palette {
 		l, err := encodeLine(c, o)
 		if err != nil {
 			return nil, err
 		}
 		s.bgLines[i] = l
 	}
-	l, err := encodeLine(SquareColor, o)
+	l, err := encodeLine(demoscene.SquareColor, o)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +255,7 @@ func New(opts Options) (*Source, error) {
 	return s, nil
 }
 
-func rgbaLine(c RGB, w int) []byte {
+func rgbaLine(c demoscene.RGB, w int) []byte {
 	b := make([]byte, 4*w)
 	for i := 0; i < w; i++ {
 		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = c.R, c.G, c.B, 255
@@ -264,7 +265,7 @@ func rgbaLine(c RGB, w int) []byte {
 
 // encodeLine encodes a two-row image of colour c and keeps its first line
 // (and, for NV12, the chroma line).
-func encodeLine(c RGB, o Options) ([]byte, error) {
+func encodeLine(c demoscene.RGB, o Options) ([]byte, error) {
 	rgb := make([]byte, 2*3*o.Width)
 	for i := 0; i < len(rgb); i += 3 {
 		rgb[i], rgb[i+1], rgb[i+2] = c.R, c.G, c.B

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/internal/demoscene"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/pixconv"
 	"github.com/edged-dev/edged/sensors/sensorstest"
@@ -42,15 +43,15 @@ func absdiff(a, b uint8) int {
 }
 
 // expect returns the colour a correct decoder sees for c in format p.
-func expect(c RGB, p sensors.PixelFormat) RGB {
+func expect(c demoscene.RGB, p sensors.PixelFormat) demoscene.RGB {
 	if p == sensors.GREY {
 		l := pixconv.Luma(c.R, c.G, c.B)
-		return RGB{l, l, l}
+		return demoscene.RGB{R: l, G: l, B: l}
 	}
 	return c
 }
 
-func near(got []byte, want RGB, tol int) bool {
+func near(got []byte, want demoscene.RGB, tol int) bool {
 	return absdiff(got[0], want.R) <= tol && absdiff(got[1], want.G) <= tol && absdiff(got[2], want.B) <= tol
 }
 
@@ -80,8 +81,8 @@ func TestFormatsRenderScene(t *testing.T) {
 				if want := int((f.Seq / 3) % 8); tr.Background != want {
 					t.Fatalf("seq %d: truth background %d, want %d", f.Seq, tr.Background, want)
 				}
-				bg := expect(Palette[tr.Background], pix)
-				wh := expect(SquareColor, pix)
+				bg := expect(demoscene.Palette[tr.Background], pix)
+				wh := expect(demoscene.SquareColor, pix)
 				px := func(x, y int) []byte { return rgb[3*(160*y+x):] }
 				// Square centre and a corner far from it.
 				cx, cy := int(tr.CenterX), int(tr.CenterY)
@@ -230,87 +231,29 @@ func TestSeqContinuesAcrossRestart(t *testing.T) {
 	}
 }
 
-// blocked runs Next in a goroutine and returns its result channel once it
-// is known to be waiting (the pool has no free slot or the frame clock is
-// far away).
-func blocked(s *Source) chan error {
-	ch := make(chan error, 1)
-	go func() {
-		f, err := s.Next(context.Background())
-		if err == nil {
-			f.Slot.Release()
-		}
-		ch <- err
-	}()
-	return ch
-}
-
-func waitErr(t *testing.T, ch chan error, want error) {
-	t.Helper()
-	select {
-	case err := <-ch:
-		if !errors.Is(err, want) {
-			t.Fatalf("blocked Next returned %v, want %v", err, want)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("blocked Next did not wake")
-	}
-}
-
-func TestCloseWakesNextBlockedOnPool(t *testing.T) {
-	s, pool := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY}, 1)
-	held, err := s.Next(context.Background()) // the only slot
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := blocked(s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitErr(t, ch, sensors.ErrClosed)
-	held.Slot.Release()
-	if pool.Leased() != 0 {
-		t.Fatalf("%d slots still leased after Close", pool.Leased())
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-}
-
-func TestCloseWakesNextBlockedOnClock(t *testing.T) {
-	s, pool := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY, FPS: 0.001}, 2)
-	f, err := s.Next(context.Background()) // the first frame is immediate
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Slot.Release()
-	ch := blocked(s) // the next one is 1000 s away
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitErr(t, ch, sensors.ErrClosed)
-	if pool.Leased() != 0 {
-		t.Fatalf("%d slots still leased after Close", pool.Leased())
-	}
-}
-
-func TestContextCancelWakesNext(t *testing.T) {
-	for _, fps := range []float64{0, 0.001} {
-		t.Run(fmt.Sprint("fps=", fps), func(t *testing.T) {
-			s, _ := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY, FPS: fps}, 1)
-			held, err := s.Next(context.Background())
+// TestSourceContract: a Next waiting for a free slot (the test holds the
+// only one) or for the frame clock (1000 s away) wakes on cancel and on
+// Close, and no slot stays leased (sensorstest.CheckSource).
+func TestSourceContract(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fps  float64
+	}{{"waiting for a slot", 0}, {"waiting for the clock", 0.001}} {
+		t.Run(c.name, func(t *testing.T) {
+			s, pool := start(t, Options{Width: 32, Height: 32, Pixel: sensors.GREY, FPS: c.fps}, 1)
+			held, err := s.Next(context.Background()) // the only slot; the first frame is immediate
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer held.Slot.Release()
-			ctx, cancel := context.WithCancel(context.Background())
-			ch := make(chan error, 1)
-			go func() {
-				_, err := s.Next(ctx)
-				ch <- err
-			}()
-			cancel()
-			waitErr(t, ch, context.Canceled)
+			if c.fps > 0 { // wait for the clock, not for the slot
+				held.Slot.Release()
+				held.Slot = nil
+			}
+			sensorstest.CheckSource(t, sensorstest.SourceCase{Source: s, Pool: pool, Release: func() {
+				if held.Slot != nil {
+					held.Slot.Release()
+				}
+			}})
 		})
 	}
 }
@@ -412,7 +355,7 @@ func TestMJPEGDecoded(t *testing.T) {
 	}
 	tr := s.Truth(f.Seq)
 	cx, cy := int(tr.CenterX)/2, int(tr.CenterY)/2 // camera pixels to frame pixels
-	if p := f.Data()[3*(160*cy+cx):]; !near(p, expect(SquareColor, sensors.RGB24), 12) {
+	if p := f.Data()[3*(160*cy+cx):]; !near(p, expect(demoscene.SquareColor, sensors.RGB24), 12) {
 		t.Errorf("square centre at (%d,%d) of the 1/2 frame: %v", cx, cy, p[:3])
 	}
 

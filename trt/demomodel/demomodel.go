@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/internal/demoscene"
 	"github.com/edged-dev/edged/trt"
 )
 
@@ -27,7 +27,7 @@ const (
 	ClassOutput    = "class"    // float32 [1,Classes]
 	CentroidOutput = "centroid" // float32 [1,2]
 	Size           = 64         // default input width and height
-	Classes        = len(synthetic.Palette)
+	Classes        = len(demoscene.Palette)
 	MaxSize        = 4096 // largest InputSize accepted
 	MaxVariant     = Classes - 1
 
@@ -41,7 +41,7 @@ const (
 )
 
 // Labels names the classes in index order (the palette's colour names).
-var Labels = synthetic.Labels
+var Labels = demoscene.Labels
 
 // ErrOptions is returned by Build for options it cannot honour.
 var ErrOptions = errors.New("demomodel: invalid options")
@@ -239,7 +239,7 @@ func Build(o Options) ([]byte, error) {
 func paletteWeights(perm int) (w, b []float32) {
 	w = make([]float32, 3*Classes)
 	b = make([]float32, Classes)
-	for k, p := range synthetic.Palette {
+	for k, p := range demoscene.Palette {
 		j := Expected(k, perm)
 		c := [3]float32{float32(p.R) / 255, float32(p.G) / 255, float32(p.B) / 255}
 		var n2 float32

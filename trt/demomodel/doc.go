@@ -2,8 +2,9 @@
 // network (a few KB, opset 13) whose outputs can be checked against the
 // frame it was given.
 //
-// The model sees the demo scene of sensors/synthetic (a white square moving
-// over a background whose colour cycles through synthetic.Palette). Its
+// The model sees the demo scene of internal/demoscene, which
+// sensors/synthetic draws (a white square moving over a background whose
+// colour cycles through demoscene.Palette). Its
 // input "image" is float32 [1,3,S,S] (RGB planes, values in [0,1], S = 64 by
 // default). It reports
 //

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/internal/demoscene"
 )
 
 // Square is the white square of a demo scene, in pixels of the model input:
@@ -30,8 +30,8 @@ func Render(img []float32, size, bg int, q Square) error {
 	if bg < 0 || bg >= Classes {
 		return fmt.Errorf("demomodel: background %d is out of range 0..%d", bg, Classes-1)
 	}
-	p := synthetic.Palette[bg]
-	sq := synthetic.SquareColor
+	p := demoscene.Palette[bg]
+	sq := demoscene.SquareColor
 	bgc := [3]float32{float32(p.R) / 255, float32(p.G) / 255, float32(p.B) / 255}
 	sqc := [3]float32{float32(sq.R) / 255, float32(sq.G) / 255, float32(sq.B) / 255}
 	for y := range size {

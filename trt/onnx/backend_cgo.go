@@ -46,17 +46,17 @@ func New(o Options) (*Backend, error) {
 	key := canonical(lib)
 	if env.lib != "" {
 		if key != env.lib {
-			return nil, fmt.Errorf("%w: onnx: ONNX Runtime is already loaded from %s in this process, so %s cannot be loaded too; "+
+			return nil, fmt.Errorf("%w: ONNX Runtime is already loaded from %s in this process, so %s cannot be loaded too; "+
 				"configure one library (%s or $%s)", trt.ErrBackend, env.path, lib, ConfigKey, EnvLibrary)
 		}
 		return &Backend{lib: env.path, version: env.version}, nil
 	}
 	if ort.IsInitialized() {
-		return nil, fmt.Errorf("%w: onnx: ONNX Runtime was initialised outside this package", trt.ErrBackend)
+		return nil, fmt.Errorf("%w: ONNX Runtime was initialised outside edged's onnx package", trt.ErrBackend)
 	}
 	ort.SetSharedLibraryPath(lib)
 	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
-		return nil, fmt.Errorf("%w: onnx: loading ONNX Runtime from %s: %v; edged needs ONNX Runtime 1.24 or newer (API 24) "+
+		return nil, fmt.Errorf("%w: loading ONNX Runtime from %s: %w; edged needs ONNX Runtime 1.24 or newer (API 24) "+
 			"built for linux/%s: run `make deps` or point %s / $%s at another copy",
 			trt.ErrBackend, lib, err, runtime.GOARCH, ConfigKey, EnvLibrary)
 	}
@@ -95,8 +95,8 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	}
 	inInfo, outInfo, err := ort.GetInputOutputInfoWithONNXData(model)
 	if err != nil {
-		return nil, fmt.Errorf("%w: onnx: model %q: ONNX Runtime %s cannot load it: %s (is it a complete .onnx file? copy or export it again)",
-			trt.ErrEngineInvalid, name, b.version, unwrapORT(err))
+		return nil, fmt.Errorf("%w: ONNX Runtime %s cannot load model %q: %s (is it a complete .onnx file? copy or export it again)",
+			trt.ErrEngineInvalid, b.version, name, unwrapORT(err))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -312,7 +312,7 @@ func (e *engine) add(alloc umem.Allocator, s trt.TensorSpec, ts *[]*trt.Tensor, 
 	*ts = append(*ts, &trt.Tensor{TensorSpec: s, Buf: buf})
 	host, err := buf.Host()
 	if err != nil {
-		return fmt.Errorf("%w: onnx: model %q tensor %s: ONNX Runtime runs on the CPU and needs host-accessible memory, "+
+		return fmt.Errorf("%w: model %q tensor %s: ONNX Runtime runs on the CPU and needs host-accessible memory, "+
 			"but the %s allocator gave %s memory: %w", trt.ErrBackend, e.name, s, alloc.Strategy(), buf.Kind(), err)
 	}
 	v, err := ort.NewCustomDataTensor(ort.NewShape(s.Shape...), host[:n:n], ortType(s.Type))

@@ -25,7 +25,7 @@ const (
 
 // ErrLibraryNotFound is returned (wrapped, together with trt.ErrBackend)
 // when no ONNX Runtime library can be found.
-var ErrLibraryNotFound = errors.New("onnx: ONNX Runtime library not found")
+var ErrLibraryNotFound = errors.New("ONNX Runtime library not found")
 
 // Search is where FindLibrary looks. DefaultSearch fills it from the
 // process; tests fill it by hand.
@@ -147,7 +147,7 @@ func mustExist(p, how string) (string, error) {
 	} else if errors.Is(err, fs.ErrNotExist) {
 		err = fmt.Errorf("no such file")
 	}
-	return "", fmt.Errorf("%w: %w: %s (%s): %v; fix the path, or run `make deps` and point it at third_party/onnxruntime/%s/%s",
+	return "", fmt.Errorf("%w: %w: %s (%s): %w; fix the path, or run `make deps` and point it at third_party/onnxruntime/%s/%s",
 		trt.ErrBackend, ErrLibraryNotFound, p, how, err, runtime.GOARCH, Soname)
 }
 

@@ -210,7 +210,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	if out, err := exec.CommandContext(ctx, o.edged, "check", "-config", cfg0).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s check -config %s: %v\n%s", o.edged, cfg0, err, out)
+		return fmt.Errorf("%s check -config %s: %w\n%s", o.edged, cfg0, err, out)
 	}
 
 	var all []*RunResult

@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"errors"
@@ -50,7 +50,7 @@ path = "` + filepath.Join(dir, "s.sock") + `"
 			t.Errorf("model name %s accepted", bad)
 			continue
 		}
-		if !errors.Is(err, ErrConfig) {
+		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("model name %s: not a configuration error: %v", bad, err)
 		}
 		if want := f + ":8:1: model[0].name: model name "; !strings.HasPrefix(err.Error(), want) {

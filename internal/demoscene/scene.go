@@ -1,10 +1,4 @@
-package synthetic
-
-// The demo scene: a white square moving over a background whose colour
-// cycles through Palette. The built-in demo model (trt/demomodel) is derived
-// from these definitions, so a result can be checked against the frame that
-// produced it: its class is the background's palette index and its centroid
-// is the square's centre.
+package demoscene
 
 // RGB is an 8-bit colour.
 type RGB struct{ R, G, B uint8 }

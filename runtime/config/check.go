@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"fmt"
@@ -195,11 +195,69 @@ type checker struct {
 	file  string
 	idx   *keyIndex
 	probs []Problem
+	// broken holds the key paths whose value did not decode (Parse
+	// reported them). A problem at such a key, below it, or saying that
+	// the table holding it misses it is not reported again: it would be
+	// about the zero value left in its place.
+	broken map[string]bool
+}
+
+// Problem returns a problem at key (a path such as "source[0].buffers"),
+// positioned where the key, or the closest table holding it, is written
+// in c's file, for checks made outside this package (runtime's memory and
+// engine checks).
+func (c *Config) Problem(key, format string, args ...any) Problem {
+	k := c.newChecker()
+	k.add(key, format, args...)
+	return k.probs[0]
+}
+
+// newChecker returns a checker that positions problems in c's file (by
+// key path alone for a Config built in code).
+func (c *Config) newChecker() *checker {
+	k := &checker{file: c.File, idx: c.idx}
+	if k.idx == nil {
+		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
+	}
+	return k
 }
 
 func (k *checker) add(path, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	for b := range k.broken {
+		parent, leaf := b[:max(strings.LastIndexByte(b, '.'), 0)], b[strings.LastIndexByte(b, '.')+1:]
+		if path == b || strings.HasPrefix(path, b+".") || strings.HasPrefix(path, b+"[") ||
+			path == parent && strings.HasPrefix(msg, "missing "+leaf) {
+			return
+		}
+	}
 	line, col := k.idx.pos(path)
-	k.probs = append(k.probs, Problem{File: k.file, Line: line, Col: col, Key: path, Msg: fmt.Sprintf(format, args...)})
+	k.probs = append(k.probs, Problem{File: k.file, Line: line, Col: col, Key: path, Msg: msg})
+}
+
+// decoded reports whether every value of the table at path (such as
+// "source[1]") decoded. The checks of other tables do not draw
+// conclusions from one that did not: its name or kind may be the value
+// that failed.
+func (k *checker) decoded(path string) bool {
+	for b := range k.broken {
+		if strings.HasPrefix(b, path+".") {
+			return false
+		}
+	}
+	return true
+}
+
+// namesDecoded reports whether the name of every table of kind (such as
+// "source") decoded: if one did not, a reference to a name not found may
+// be to that table, and is not reported.
+func (k *checker) namesDecoded(kind string) bool {
+	for b := range k.broken {
+		if strings.HasPrefix(b, kind+"[") && strings.HasSuffix(b, "].name") {
+			return false
+		}
+	}
+	return true
 }
 
 func (k *checker) oneOf(path, v string, allowed ...string) {
@@ -235,8 +293,9 @@ func (k *checker) unique(kind string, names []string) {
 	}
 }
 
-func (c *Config) validate(idx *keyIndex) []Problem {
-	k := &checker{file: c.File, idx: idx}
+// validate checks the decoded, defaulted configuration with k, which knows
+// where each key is written and which did not decode.
+func (c *Config) validate(k *checker) []Problem {
 	d := c.Daemon
 	k.oneOf("daemon.log_level", d.LogLevel, "debug", "info", "warn", "error")
 	k.oneOf("daemon.log_format", d.LogFormat, "text", "json")
@@ -323,11 +382,15 @@ func (c *Config) checkSource(k *checker, i int) {
 			k.add(at("path"), "missing: a replay source needs path = a recording file or an image folder")
 		}
 		if s.Kind != "replay" || s.Width != 0 || s.Height != 0 {
-			switch {
+			bad := func(n int) bool { return n <= 0 || n > 16384 }
+			switch key := "width"; {
 			case s.Width == 0 && s.Height == 0:
 				k.add(at("width"), "missing: a %s source needs width and height (the frame size in pixels)", s.Kind)
-			case s.Width <= 0 || s.Height <= 0 || s.Width > 16384 || s.Height > 16384:
-				k.add(at("width"), "width and height must be between 1 and 16384 (got %dx%d)", s.Width, s.Height)
+			case bad(s.Width) || bad(s.Height):
+				if !bad(s.Width) {
+					key = "height"
+				}
+				k.add(at(key), "width and height must be between 1 and 16384 (got %dx%d)", s.Width, s.Height)
 			}
 		}
 		if s.Format != "" {
@@ -375,7 +438,7 @@ func (c *Config) checkModel(k *checker, i int) {
 	m := &c.Models[i]
 	at := func(key string) string { return fmt.Sprintf("model[%d].%s", i, key) }
 	if m.Name != "" && !strings.ContainsAny(m.Name, " \t\n\"\\") { // else unique said so
-		if err := checkModelName(m.Name); err != nil {
+		if err := CheckModelName(m.Name); err != nil {
 			k.add(at("name"), "%v", err)
 		}
 	}
@@ -401,10 +464,7 @@ func (c *Config) checkModel(k *checker, i int) {
 // separate from the schema validation in Parse so that example
 // configurations can be validated on machines without their models.
 func (c *Config) CheckFiles() error {
-	k := &checker{file: c.File, idx: c.idx}
-	if k.idx == nil {
-		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
-	}
+	k := c.newChecker()
 	for i := range c.Models {
 		m := &c.Models[i]
 		if _, builtin := m.Builtin(); builtin || m.Path == "" {
@@ -426,7 +486,7 @@ func (c *Config) CheckFiles() error {
 	if len(k.probs) == 0 {
 		return nil
 	}
-	return &ConfigError{Problems: k.probs}
+	return &Error{Problems: k.probs}
 }
 
 // errCause strips the path from an *os.PathError for messages that already
@@ -439,7 +499,7 @@ func errCause(err error) error {
 }
 
 // ModelBackend picks the backend for a model: from config, else by file type.
-func ModelBackend(m *ModelConfig) (string, error) {
+func ModelBackend(m *Model) (string, error) {
 	if m.Backend != "" && m.Backend != "auto" {
 		return m.Backend, nil
 	}
@@ -514,26 +574,31 @@ func (c *Config) checkSink(k *checker, i int) {
 func (c *Config) checkPipeline(k *checker, i int) {
 	p := &c.Pipelines[i]
 	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
+	sourceDecoded := func(src *Source) bool { return k.decoded(fmt.Sprintf("source[%d]", indexIn(c.Sources, src))) }
 	switch src := c.Source(p.Source); {
 	case p.Source == "":
 		k.add(fmt.Sprintf("pipeline[%d]", i), "missing source")
 	case src == nil:
-		k.add(at("source"), "no [[source]] named %q", p.Source)
-	case !IsCamera(src.Kind):
+		if k.namesDecoded("source") {
+			k.add(at("source"), "no [[source]] named %q", p.Source)
+		}
+	case !IsCamera(src.Kind) && sourceDecoded(src):
 		k.add(at("source"), "source %q is a %s sensor; a pipeline's source must be a camera (v4l2, synthetic or replay) — list serial sensors in sensors = [...]", p.Source, src.Kind)
 	}
 	switch {
 	case p.Model == "":
 		k.add(fmt.Sprintf("pipeline[%d]", i), "missing model")
-	case c.Model(p.Model) == nil:
+	case c.Model(p.Model) == nil && k.namesDecoded("model"):
 		k.add(at("model"), "no [[model]] named %q", p.Model)
 	}
 	for j, s := range p.Sensors {
 		src := c.Source(s)
 		switch {
 		case src == nil:
-			k.add(at("sensors"), "sensors[%d]: no [[source]] named %q", j, s)
-		case src.Kind != "serial":
+			if k.namesDecoded("source") {
+				k.add(at("sensors"), "sensors[%d]: no [[source]] named %q", j, s)
+			}
+		case src.Kind != "serial" && sourceDecoded(src):
 			k.add(at("sensors"), "sensors[%d]: source %q is a %s camera, not a serial sensor", j, s, src.Kind)
 		}
 	}
@@ -548,7 +613,7 @@ func (c *Config) checkPipeline(k *checker, i int) {
 		k.add(fmt.Sprintf("pipeline[%d]", i), "missing sinks (a list of [[sink]] names)")
 	}
 	for j, s := range p.Sinks {
-		if c.Sink(s) == nil {
+		if c.Sink(s) == nil && k.namesDecoded("sink") {
 			k.add(at("sinks"), "sinks[%d]: no [[sink]] named %q", j, s)
 		}
 	}
@@ -614,4 +679,14 @@ func (c *Config) checkPipeline(k *checker, i int) {
 			}
 		}
 	}
+}
+
+// indexIn is the index of the element p points to in s, or -1.
+func indexIn[T any](s []T, p *T) int {
+	for i := range s {
+		if &s[i] == p {
+			return i
+		}
+	}
+	return -1
 }

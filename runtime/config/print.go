@@ -1,10 +1,31 @@
-package runtime
+package config
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/BurntSushi/toml"
 )
+
+// Encode renders the effective configuration (defaults filled in) as
+// TOML, every key written with the value in force (edged config print).
+func Encode(c *Config) (string, error) {
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(printable(c)); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// Equal reports whether two configurations have the same effective
+// values (a list left out equals an empty one).
+func Equal(a, b *Config) bool {
+	ta, ea := Encode(a)
+	tb, eb := Encode(b)
+	return ea == nil && eb == nil && ta == tb
+}
 
 // printable returns a copy of c as edged uses it, for printing and for
 // comparing configurations: a list left out is written empty instead of

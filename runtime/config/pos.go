@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"bytes"
@@ -13,7 +13,6 @@ import (
 // tables, and skips strings, comments and multi-line values.
 type keyIndex struct {
 	at     map[string][2]int // path -> line, column (1-based)
-	order  []string          // paths in the order they are written
 	counts map[string]int    // array-of-tables name -> elements seen
 }
 
@@ -103,7 +102,6 @@ func (ix *keyIndex) resolveArray(name string) string {
 func (ix *keyIndex) set(path string, line, col int) {
 	if _, dup := ix.at[path]; !dup {
 		ix.at[path] = [2]int{line, col}
-		ix.order = append(ix.order, path)
 	}
 }
 
@@ -237,49 +235,4 @@ func (ix *keyIndex) pos(path string) (line, col int) {
 		p = p[:i]
 	}
 	return 0, 0
-}
-
-// stripIndices turns "pipeline[1].postprocess[0].k" into "pipeline.postprocess.k".
-func stripIndices(p string) string {
-	var b strings.Builder
-	skip := false
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; {
-		case c == '[':
-			skip = true
-		case c == ']':
-			skip = false
-		case !skip:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
-// occurrence returns the indexed path of the n-th written key whose path
-// without indices is plain.
-func (ix *keyIndex) occurrence(plain string, n int) string {
-	for _, p := range ix.order {
-		if stripIndices(p) == plain {
-			if n == 0 {
-				return p
-			}
-			n--
-		}
-	}
-	return plain
-}
-
-// within returns the first written key under the indexed prefix whose path
-// without indices is plain (the decoder's "last key").
-func (ix *keyIndex) within(prefix, plain string) string {
-	for _, p := range ix.order {
-		if (prefix == "" || p == prefix || strings.HasPrefix(p, prefix+".") || strings.HasPrefix(p, prefix+"[")) && stripIndices(p) == plain {
-			return p
-		}
-	}
-	if prefix != "" {
-		return prefix
-	}
-	return plain
 }

@@ -1,11 +1,14 @@
-package runtime
+package config
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,9 +17,9 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// ErrConfig marks every configuration problem; edged exits with status 78
+// ErrInvalid marks every configuration problem; edged exits with status 78
 // (EX_CONFIG) for errors that wrap it.
-var ErrConfig = errors.New("configuration error")
+var ErrInvalid = errors.New("configuration error")
 
 // BuiltinPrefix marks model paths that name a model compiled into edged.
 const BuiltinPrefix = "builtin:"
@@ -24,12 +27,12 @@ const BuiltinPrefix = "builtin:"
 // Config is the whole configuration file. Its zero values are the
 // documented defaults, filled in by Load (see configs/edged.toml).
 type Config struct {
-	Daemon    DaemonConfig     `toml:"daemon"`
-	GPU       GPUConfig        `toml:"gpu"`
-	Sources   []SourceConfig   `toml:"source"`
-	Models    []ModelConfig    `toml:"model"`
-	Pipelines []PipelineConfig `toml:"pipeline"`
-	Sinks     []SinkConfig     `toml:"sink"`
+	Daemon    Daemon     `toml:"daemon"`
+	GPU       GPU        `toml:"gpu"`
+	Sources   []Source   `toml:"source"`
+	Models    []Model    `toml:"model"`
+	Pipelines []Pipeline `toml:"pipeline"`
+	Sinks     []Sink     `toml:"sink"`
 
 	// File is the path the configuration was read from ("" for the
 	// embedded default); relative paths inside it are resolved against
@@ -39,8 +42,8 @@ type Config struct {
 	idx *keyIndex // where each key is written, for later problems
 }
 
-// DaemonConfig is the [daemon] table.
-type DaemonConfig struct {
+// Daemon is the [daemon] table.
+type Daemon struct {
 	LogLevel       string   `toml:"log_level"`
 	LogFormat      string   `toml:"log_format"`
 	StateDir       string   `toml:"state_dir"`
@@ -51,8 +54,8 @@ type DaemonConfig struct {
 	MaxModelBytes  int64    `toml:"max_model_bytes"`
 }
 
-// GPUConfig is the [gpu] table.
-type GPUConfig struct {
+// GPU is the [gpu] table.
+type GPU struct {
 	Device          int    `toml:"device"`
 	Memory          string `toml:"memory"`
 	Strict          bool   `toml:"strict"`
@@ -60,8 +63,8 @@ type GPUConfig struct {
 	NVRTCLibrary    string `toml:"nvrtc_library"` // NVRTC for the preprocessing kernels; "" = search
 }
 
-// SourceConfig is one [[source]].
-type SourceConfig struct {
+// Source is one [[source]].
+type Source struct {
 	Name     string `toml:"name"`
 	Kind     string `toml:"kind"`
 	Device   string `toml:"device"`
@@ -90,8 +93,8 @@ type SourceConfig struct {
 	RingSize int      `toml:"ring"`     // samples kept for matching
 }
 
-// ModelConfig is one [[model]].
-type ModelConfig struct {
+// Model is one [[model]].
+type Model struct {
 	Name              string `toml:"name"`
 	Path              string `toml:"path"`
 	Backend           string `toml:"backend"` // auto | onnx | tensorrt
@@ -101,29 +104,29 @@ type ModelConfig struct {
 }
 
 // ReloadEnabled reports whether the model file is watched (default true).
-func (m *ModelConfig) ReloadEnabled() bool { return m.Reload == nil || *m.Reload }
+func (m *Model) ReloadEnabled() bool { return m.Reload == nil || *m.Reload }
 
 // Builtin reports whether the model is compiled into edged, and its name.
-func (m *ModelConfig) Builtin() (string, bool) {
+func (m *Model) Builtin() (string, bool) {
 	return strings.CutPrefix(m.Path, BuiltinPrefix)
 }
 
-// PipelineConfig is one [[pipeline]].
-type PipelineConfig struct {
-	Name         string              `toml:"name"`
-	Source       string              `toml:"source"`
-	Model        string              `toml:"model"`
-	Sensors      []string            `toml:"sensors"`
-	SensorWindow Duration            `toml:"sensor_window"`
-	Schedule     string              `toml:"schedule"` // latest | queue
-	Queue        int                 `toml:"queue"`
-	Sinks        []string            `toml:"sinks"`
-	Preprocess   PreprocessConfig    `toml:"preprocess"`
-	Postprocess  []PostprocessConfig `toml:"postprocess"`
+// Pipeline is one [[pipeline]].
+type Pipeline struct {
+	Name         string        `toml:"name"`
+	Source       string        `toml:"source"`
+	Model        string        `toml:"model"`
+	Sensors      []string      `toml:"sensors"`
+	SensorWindow Duration      `toml:"sensor_window"`
+	Schedule     string        `toml:"schedule"` // latest | queue
+	Queue        int           `toml:"queue"`
+	Sinks        []string      `toml:"sinks"`
+	Preprocess   Preprocess    `toml:"preprocess"`
+	Postprocess  []Postprocess `toml:"postprocess"`
 }
 
-// PreprocessConfig is [pipeline.preprocess].
-type PreprocessConfig struct {
+// Preprocess is [pipeline.preprocess].
+type Preprocess struct {
 	Input  string    `toml:"input"`  // engine input tensor; "" = the first
 	Resize string    `toml:"resize"` // stretch | letterbox
 	Color  string    `toml:"color"`  // rgb | bgr
@@ -141,8 +144,8 @@ type PreprocessConfig struct {
 	Threads     int    `toml:"threads"`      // CPU path goroutines; 0 = min(cores, 4)
 }
 
-// PostprocessConfig is one [[pipeline.postprocess]].
-type PostprocessConfig struct {
+// Postprocess is one [[pipeline.postprocess]].
+type Postprocess struct {
 	Output         string   `toml:"output"`
 	Kind           string   `toml:"kind"` // raw | topk | detections
 	K              int      `toml:"k"`
@@ -154,8 +157,8 @@ type PostprocessConfig struct {
 	MaxDetections  int      `toml:"max_detections"`
 }
 
-// SinkConfig is one [[sink]].
-type SinkConfig struct {
+// Sink is one [[sink]].
+type Sink struct {
 	Name   string `toml:"name"`
 	Kind   string `toml:"kind"` // socket | serial
 	Format string `toml:"format"`
@@ -224,10 +227,10 @@ func (p Problem) Error() string {
 	return b.String()
 }
 
-// ConfigError lists every problem found in one file. It wraps ErrConfig.
-type ConfigError struct{ Problems []Problem }
+// Error lists every problem found in one file. It wraps ErrInvalid.
+type Error struct{ Problems []Problem }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	lines := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
 		lines[i] = p.Error()
@@ -235,124 +238,161 @@ func (e *ConfigError) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Unwrap lets errors.Is(err, ErrConfig) hold.
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+// Unwrap lets errors.Is(err, ErrInvalid) hold.
+func (e *Error) Unwrap() error { return ErrInvalid }
 
-// LoadFile reads, decodes, defaults and validates a configuration file.
+// LoadFile reads, decodes, defaults and validates a configuration file,
+// as Parse does.
 func LoadFile(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ConfigError{Problems: []Problem{{File: path, Msg: fmt.Sprintf("cannot read configuration: %v", errors.Unwrap(err))}}}
+		return nil, &Error{Problems: []Problem{{File: path, Msg: fmt.Sprintf("cannot read configuration: %v", errors.Unwrap(err))}}}
 	}
 	return Parse(path, data)
 }
 
 // Parse decodes, defaults and validates configuration text. name is used in
 // messages and to resolve relative paths ("" for the embedded default).
+//
+// Every problem found is returned in one *Error. Unless the text
+// cannot be read as TOML at all, the configuration as far as it was
+// understood (defaults filled in) comes with it: it must not be run, but
+// edged check goes on to check the devices and model files it names.
 func Parse(name string, data []byte) (*Config, error) {
 	idx := indexKeys(data)
-	// Decode in two steps so that a type error names the array element it
-	// happened in: first into primitives, then each section on its own.
-	var raw struct {
-		Daemon    toml.Primitive   `toml:"daemon"`
-		GPU       toml.Primitive   `toml:"gpu"`
-		Sources   []toml.Primitive `toml:"source"`
-		Models    []toml.Primitive `toml:"model"`
-		Pipelines []toml.Primitive `toml:"pipeline"`
-		Sinks     []toml.Primitive `toml:"sink"`
-	}
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
+	var top map[string]toml.Primitive
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&top)
 	if err != nil {
-		return nil, &ConfigError{Problems: []Problem{decodeProblem(name, idx, "", err)}}
+		return nil, &Error{Problems: []Problem{syntaxProblem(name, err)}}
 	}
 	cfg := &Config{File: name, idx: idx}
-	var probs []Problem
-	var failed []string // sections whose decoding stopped early
-	dec := func(prefix string, p toml.Primitive, v any) {
-		if err := md.PrimitiveDecode(p, v); err != nil {
-			probs = append(probs, decodeProblem(name, idx, prefix, err))
-			failed = append(failed, prefix)
-		}
-	}
-	dec("daemon", raw.Daemon, &cfg.Daemon)
-	dec("gpu", raw.GPU, &cfg.GPU)
-	cfg.Sources = make([]SourceConfig, len(raw.Sources))
-	for i, p := range raw.Sources {
-		dec(fmt.Sprintf("source[%d]", i), p, &cfg.Sources[i])
-	}
-	cfg.Models = make([]ModelConfig, len(raw.Models))
-	for i, p := range raw.Models {
-		dec(fmt.Sprintf("model[%d]", i), p, &cfg.Models[i])
-	}
-	cfg.Pipelines = make([]PipelineConfig, len(raw.Pipelines))
-	for i, p := range raw.Pipelines {
-		dec(fmt.Sprintf("pipeline[%d]", i), p, &cfg.Pipelines[i])
-	}
-	cfg.Sinks = make([]SinkConfig, len(raw.Sinks))
-	for i, p := range raw.Sinks {
-		dec(fmt.Sprintf("sink[%d]", i), p, &cfg.Sinks[i])
-	}
-	seen := map[string]int{}
-	for _, k := range md.Undecoded() {
-		plain := k.String()
-		path := idx.occurrence(plain, seen[plain])
-		seen[plain]++
-		if slices.ContainsFunc(failed, func(f string) bool {
-			return path == f || strings.HasPrefix(path, f+".") || strings.HasPrefix(path, f+"[")
-		}) {
-			continue // not reached because of the error already reported
-		}
-		line, col := idx.pos(path)
-		probs = append(probs, Problem{File: name, Line: line, Col: col, Key: path,
-			Msg: "unknown key (check the spelling; every key is listed in configs/edged.toml)"})
-	}
-	if len(failed) > 0 {
-		// A section that did not decode would give validation half a
-		// picture (and misleading complaints); its error comes first.
-		sortProblems(probs)
-		return nil, &ConfigError{Problems: probs}
-	}
-	// Unknown keys leave everything else decoded: validate too, so that
-	// one run of edged check lists every problem.
+	d := &decoder{md: md, file: name, idx: idx}
+	d.fields("", top, reflect.ValueOf(cfg).Elem())
 	cfg.applyDefaults()
-	probs = append(probs, cfg.validate(idx)...)
+	k := cfg.newChecker()
+	k.broken = d.broken
+	probs := append(d.probs, cfg.validate(k)...)
 	if len(probs) > 0 {
 		sortProblems(probs)
-		return nil, &ConfigError{Problems: probs}
+		return cfg, &Error{Problems: probs}
 	}
 	return cfg, nil
 }
 
-// decodeProblem locates a decoder error. prefix is the indexed path of the
-// section being decoded ("" for the whole file).
-func decodeProblem(name string, idx *keyIndex, prefix string, err error) Problem {
-	p := Problem{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
-	lastKey := ""
+// decoder decodes a configuration key by key, so that a value of the
+// wrong type is reported at its key and every other key is still decoded
+// and validated; keys the schema does not have are reported too.
+type decoder struct {
+	md    toml.MetaData
+	file  string
+	idx   *keyIndex
+	probs []Problem
+	// broken holds the key paths whose value did not decode: validation
+	// does not complain about them again (see checker.add).
+	broken map[string]bool
+}
+
+// fields decodes the keys of a table at path (indexed, "" for the whole
+// file) into the struct v.
+func (d *decoder) fields(path string, keys map[string]toml.Primitive, v reflect.Value) {
+	byTag := map[string]int{}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if tag := f.Tag.Get("toml"); f.IsExported() && tag != "" && tag != "-" {
+			byTag[tag] = i
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		at := key
+		if path != "" {
+			at = path + "." + key
+		}
+		i, ok := byTag[key]
+		if !ok {
+			d.add(at, "unknown key (check the spelling; every key is listed in configs/edged.toml)")
+			continue
+		}
+		d.value(at, keys[key], v.Field(i))
+	}
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// value decodes one value at path into v: a table into a struct (key by
+// key), an array of tables into a slice of structs (table by table),
+// anything else whole.
+func (d *decoder) value(path string, prim toml.Primitive, v reflect.Value) {
+	switch {
+	case v.Kind() == reflect.Struct && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler):
+		// The decoder takes a value that is not a table for an empty
+		// table when it decodes into a map: look first.
+		var raw any
+		if err := d.md.PrimitiveDecode(prim, &raw); err != nil {
+			d.fail(path, err)
+			return
+		}
+		if _, ok := raw.(map[string]any); !ok {
+			d.fail(path, fmt.Errorf("incompatible types: TOML value has type %T; destination has type table", raw))
+			return
+		}
+		var keys map[string]toml.Primitive
+		if err := d.md.PrimitiveDecode(prim, &keys); err != nil {
+			d.fail(path, err)
+			return
+		}
+		d.fields(path, keys, v)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+		var elems []toml.Primitive
+		if err := d.md.PrimitiveDecode(prim, &elems); err != nil {
+			d.fail(path, err)
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), len(elems), len(elems)))
+		for i, e := range elems {
+			d.value(fmt.Sprintf("%s[%d]", path, i), e, v.Index(i))
+		}
+	default:
+		if err := d.md.PrimitiveDecode(prim, v.Addr().Interface()); err != nil {
+			v.SetZero() // what it decoded before it failed is not the value
+			d.fail(path, err)
+		}
+	}
+}
+
+func (d *decoder) add(path, msg string) {
+	line, col := d.idx.pos(path)
+	if line > 0 && col == 0 {
+		col = 1
+	}
+	d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: col, Key: path, Msg: msg})
+}
+
+// fail reports a value at path that did not decode, with the decoder's
+// reason less its own location (path says where).
+func (d *decoder) fail(path string, err error) {
+	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
-		p.Line, p.Col, p.Msg, lastKey = pe.Position.Line, pe.Position.Col, pe.Message, pe.LastKey
-	} else if i := strings.Index(p.Msg, "(last key \""); i >= 0 {
-		rest := p.Msg[i+len("(last key \""):]
-		if j := strings.Index(rest, "\")"); j >= 0 {
-			lastKey = rest[:j]
-			p.Msg = strings.TrimSpace(strings.TrimPrefix(rest[j+2:], ":"))
+		msg = pe.Message
+	} else if i := strings.Index(msg, "(last key \""); i >= 0 {
+		if j := strings.Index(msg[i:], "\")"); j >= 0 {
+			msg = strings.TrimSpace(strings.TrimPrefix(msg[i+j+2:], ":"))
 		}
 	}
-	if prefix == "" {
-		// A syntax error: the decoder's last key is merely the last one it
-		// read, so only its position is reported.
-		lastKey = ""
+	if d.broken == nil {
+		d.broken = map[string]bool{}
 	}
-	if lastKey != "" {
-		p.Key = idx.within(prefix, lastKey)
-		// The decoder's own position is exact for syntax errors; for
-		// type errors it only knows the line, so use where the key is.
-		if l, c := idx.pos(p.Key); l > 0 && (p.Line == 0 || p.Line == l) {
-			p.Line, p.Col = l, c
-		}
-	} else if prefix != "" {
-		p.Key = prefix
-		p.Line, p.Col = idx.pos(prefix)
+	d.broken[path] = true
+	d.add(path, msg)
+}
+
+// syntaxProblem locates an error that kept the text from being read as
+// TOML at all.
+func syntaxProblem(name string, err error) Problem {
+	p := Problem{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		p.Line, p.Col, p.Msg = pe.Position.Line, pe.Position.Col, pe.Message
 	}
 	if p.Line > 0 && p.Col == 0 {
 		p.Col = 1
@@ -385,7 +425,7 @@ func (c *Config) Resolve(p string) string {
 }
 
 // Source returns the source named n.
-func (c *Config) Source(n string) *SourceConfig {
+func (c *Config) Source(n string) *Source {
 	for i := range c.Sources {
 		if c.Sources[i].Name == n {
 			return &c.Sources[i]
@@ -395,7 +435,7 @@ func (c *Config) Source(n string) *SourceConfig {
 }
 
 // Model returns the model named n.
-func (c *Config) Model(n string) *ModelConfig {
+func (c *Config) Model(n string) *Model {
 	for i := range c.Models {
 		if c.Models[i].Name == n {
 			return &c.Models[i]
@@ -405,7 +445,7 @@ func (c *Config) Model(n string) *ModelConfig {
 }
 
 // Sink returns the sink named n.
-func (c *Config) Sink(n string) *SinkConfig {
+func (c *Config) Sink(n string) *Sink {
 	for i := range c.Sinks {
 		if c.Sinks[i].Name == n {
 			return &c.Sinks[i]

@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"errors"
@@ -22,11 +22,11 @@ func TestShippedConfigs(t *testing.T) {
 	if err := cfg.CheckFiles(); err != nil {
 		t.Fatalf("embedded default names files that do not exist: %v", err)
 	}
-	files, err := filepath.Glob("../configs/examples/*.toml")
+	files, err := filepath.Glob("../../configs/examples/*.toml")
 	if err != nil || len(files) < 3 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
-	files = append(files, "../configs/edged.toml")
+	files = append(files, "../../configs/edged.toml")
 	for _, f := range files {
 		if _, err := LoadFile(f); err != nil {
 			t.Errorf("%s:\n%v", f, err)
@@ -212,7 +212,7 @@ kind = "socket"
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if !errors.Is(err, ErrConfig) {
+			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("not a config error: %v", err)
 			}
 			msg := err.Error()
@@ -229,6 +229,76 @@ kind = "socket"
 			}
 		})
 	}
+}
+
+// TestTypeErrorsReportedOnce: a value that does not decode is reported at
+// its key, every other key is still decoded and checked, and nothing is
+// said about the zero left in its place: not that the table misses it, not
+// that a reference to its table's name dangles, not what its table's kind
+// implies. The configuration decoded comes back with the problems.
+func TestTypeErrorsReportedOnce(t *testing.T) {
+	base := `[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+
+[[model]]
+name = "demo"
+path = "builtin:demo"
+
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "demo"
+sinks = ["s"]
+
+[[sink]]
+name = "s"
+kind = "socket"
+`
+	cases := []struct {
+		name, from, to string
+		keys           []string // the problems' keys, in order
+	}{
+		{"a name", `name = "cam0"`, `name = 0`, []string{"source[0].name"}},
+		{"height", `height = 48`, `height = "48"`, []string{"source[0].height"}},
+		{"a kind", `kind = "synthetic"`, `kind = 1`, []string{"source[0].kind"}},
+		{"a list", `sinks = ["s"]`, `sinks = "s"`, []string{"pipeline[0].sinks"}},
+		{"a table", "sinks = [\"s\"]\n", "sinks = [\"s\"]\npreprocess = 5\n", []string{"pipeline[0].preprocess"}},
+		{"a sink name with other problems", "name = \"s\"\nkind = \"socket\"", "name = [\"s\"]\nkind = \"socket\"\nmode = \"0666\"\nqueue_len = 3",
+			[]string{"sink[0].name", "sink[0].mode", "sink[0].queue_len"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			text := mustReplace(t, base, c.from, c.to)
+			cfg, err := Parse("t.toml", []byte(text))
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse: %v", err)
+			}
+			var keys []string
+			for _, p := range ce.Problems {
+				keys = append(keys, p.Key)
+			}
+			if !reflect.DeepEqual(keys, c.keys) {
+				t.Fatalf("problems at %q, want %q:\n%v", keys, c.keys, err)
+			}
+			if cfg == nil || len(cfg.Pipelines) != 1 || cfg.Pipelines[0].Model != "demo" {
+				t.Errorf("the configuration decoded does not come back with the problems: %+v", cfg)
+			}
+		})
+	}
+}
+
+// mustReplace edits configuration text, failing the test when old is not
+// there.
+func mustReplace(t testing.TB, s, old, new string) string {
+	t.Helper()
+	if !strings.Contains(s, old) {
+		t.Fatalf("config edit: %q not found", old)
+	}
+	return strings.Replace(s, old, new, 1)
 }
 
 func TestMissingModelFile(t *testing.T) {
@@ -259,7 +329,7 @@ kind = "socket"
 	}
 	err = cfg.CheckFiles()
 	want := f + ":9:1: model[0].path: model file " + filepath.Join(dir, "models/none.onnx") + ": no such file or directory"
-	if err == nil || !errors.Is(err, ErrConfig) || err.Error() != want {
+	if err == nil || !errors.Is(err, ErrInvalid) || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}
 	if got := cfg.Resolve("models/x.engine"); got != filepath.Join(dir, "models/x.engine") {
@@ -272,7 +342,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := EncodeConfig(cfg)
+	text, err := Encode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +350,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("printed configuration does not load:\n%v\n%s", err, text)
 	}
-	if !equalConfig(cfg, again) {
+	if !Equal(cfg, again) {
 		t.Error("printed configuration differs after a round trip")
 	}
 }
@@ -292,14 +362,14 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.toml", data)
 		if err != nil {
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
-				t.Fatalf("error is not a ConfigError with problems: %v", err)
+				t.Fatalf("error is not a Error with problems: %v", err)
 			}
 			return
 		}
 		// An accepted configuration prints and reloads to the same thing.
-		text, err := EncodeConfig(cfg)
+		text, err := Encode(cfg)
 		if err != nil {
 			t.Fatalf("encode: %v", err)
 		}
@@ -307,7 +377,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("printed configuration rejected: %v\n%s", err, text)
 		}
-		if !equalConfig(cfg, again) {
+		if !Equal(cfg, again) {
 			t.Fatalf("round trip changed the configuration")
 		}
 	})

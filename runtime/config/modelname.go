@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"fmt"
@@ -9,14 +9,14 @@ import (
 // MaxModelNameLen bounds the length of a model name in bytes.
 const MaxModelNameLen = 64
 
-// checkModelName reports why name cannot name a [[model]], or nil. A model
+// CheckModelName reports why name cannot name a [[model]], or nil. A model
 // name becomes a file name (the last-good copy
 // <state_dir>/last-good/<name>.model) and a metric label, so it is limited
 // to a character set that means the same on every file system: ASCII
 // letters, digits, '.', '_' and '-', not starting with '.' (no hidden
 // files, no "." or ".."), at most MaxModelNameLen bytes. Two valid names
 // never name the same file.
-func checkModelName(name string) error {
+func CheckModelName(name string) error {
 	if name == "" {
 		return fmt.Errorf("empty model name")
 	}

@@ -1,0 +1,54 @@
+package backoff
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestDelay: retry n waits between half and all of Min·2ⁿ, capped at Max,
+// and the draws differ.
+func TestDelay(t *testing.T) {
+	p := Policy{Min: 100 * time.Millisecond, Max: 2 * time.Second}
+	for n, want := range []time.Duration{100, 200, 400, 800, 1600, 2000, 2000, 2000} {
+		want *= time.Millisecond
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := p.Delay(n)
+			if d < want/2 || d > want {
+				t.Fatalf("Delay(%d) = %v, want within [%v, %v]", n, d, want/2, want)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 10 {
+			t.Errorf("Delay(%d): only %d different delays in 200 draws: no jitter", n, len(seen))
+		}
+	}
+	if d := p.Delay(1 << 20); d > p.Max {
+		t.Errorf("Delay of a huge n = %v, over Max", d)
+	}
+	if d := (Policy{}).Delay(3); d != 0 {
+		t.Errorf("the zero Policy waits %v", d)
+	}
+	if p, q := Restart.Delay(0), Restart.Delay(100); p > 100*time.Millisecond || q > 2*time.Second {
+		t.Errorf("Restart: %v first, %v at the cap", p, q)
+	}
+}
+
+// TestSleep: Sleep waits its time, and returns false as soon as its
+// context ends.
+func TestSleep(t *testing.T) {
+	t0 := time.Now()
+	if !Sleep(context.Background(), 20*time.Millisecond) || time.Since(t0) < 20*time.Millisecond {
+		t.Errorf("Sleep returned early")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	t0 = time.Now()
+	if Sleep(ctx, time.Minute) {
+		t.Error("Sleep ran its course despite the cancel")
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("Sleep took %v to see the cancel", took)
+	}
+}
