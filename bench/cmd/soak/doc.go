@@ -35,16 +35,23 @@
 //
 // A monitor client reads every record throughout. Every second the soak
 // samples edged's RSS (/proc/PID/status VmRSS), open fds (/proc/PID/fd),
-// goroutines (edged_goroutines from /metrics) and results per second
-// (edged_results_total). At the end it stops edged with SIGTERM and
-// writes, to -out (bin/soak-report/<UTC time>/): samples.csv, soak.png
-// (the four series over time), summary.txt (also printed), summary.json,
+// goroutines (edged_goroutines from /metrics), edged_results_total and
+// the results the monitor received. The churn starts after 5 quiet
+// seconds and is followed by 5 more, with the monitor the only client:
+// summary.txt compares those two (reported, not judged). At the end it
+// stops edged with SIGTERM and writes, to -out (bin/soak-report/<UTC
+// time>/): samples.csv (t_s, phase, rss_mib, fds, goroutines,
+// results_total, results_per_s as received by the monitor including the
+// records it lost to seq gaps, fds_metric from edged_open_fds, clients,
+// generation, sha256, serial_up, imu_up), soak.png (RSS, fds, goroutines
+// and results/s over time), summary.txt (also printed), summary.json,
 // edged.log and edged.toml.
 //
 // It exits 1 when RSS, fds or goroutines are not flat (Judge: the median
 // of the last 20 % of the run against the median of the 20 % after a 10 %
 // warm-up; allowed growth: RSS the larger of 15 % and 20 MiB, fds 8,
-// goroutines 20; flags change them), when results stopped for more than
+// goroutines 20; flags change them; each window needs 5 samples, so
+// -duration must be 25 s or more), when results stopped for more than
 // 5 s, when edged exited or did not stop cleanly on SIGTERM, or when any
 // churn step above did not get its answer in time. Everything is on
 // loopback and in temporary folders, every wait is bounded, and it stops

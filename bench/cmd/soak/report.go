@@ -341,7 +341,7 @@ func writePlot(path string, rows []Row, checks []Check, sum *Summary) error {
 		{"RSS (VmRSS)", "MiB", func(r Row) float64 { return r.RSSMiB }, "rss"},
 		{"open file descriptors (/proc/PID/fd)", "fds", func(r Row) float64 { return r.FDs }, "fds"},
 		{"goroutines (edged_goroutines)", "count", func(r Row) float64 { return r.Goroutines }, "goroutines"},
-		{"results per second (edged_results_total)", "1/s", func(r Row) float64 { return r.ResultsPerS }, "results"},
+		{"results per second, as a client received them (stalls: edged_results_total)", "1/s", func(r Row) float64 { return r.ResultsPerS }, "results"},
 	}
 	H := 70 + len(panels)*panelH + 30
 	img := plot.New(W, H)
