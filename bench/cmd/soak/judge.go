@@ -110,6 +110,30 @@ func Judge(samples []Sample, tol Tolerances) []Check {
 	return append(checks, c)
 }
 
+// Slope is the least-squares slope of get over the samples at or after
+// from seconds (from the first sample), per hour; NaN with fewer than 3
+// points. Reported beside the verdict: a growth that passes over 10
+// minutes may still be a trend over 72 hours.
+func Slope(samples []Sample, from float64, get func(Sample) float64) float64 {
+	if len(samples) == 0 {
+		return math.NaN()
+	}
+	var n, sx, sy, sxx, sxy float64
+	for _, s := range samples {
+		x, y := s.T-samples[0].T, get(s)
+		if x < from || math.IsNaN(y) {
+			continue
+		}
+		n++
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	d := n*sxx - sx*sx
+	if n < 3 || d == 0 {
+		return math.NaN()
+	}
+	return (n*sxy - sx*sy) / d * 3600
+}
+
 // LongestStall returns the longest time from a sample at which the results
 // counter had moved (or the first sample) to a later sample without a move
 // in between, and when that stretch began; a stretch still open at the last

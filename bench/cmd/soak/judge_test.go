@@ -198,3 +198,21 @@ func TestParseMetrics(t *testing.T) {
 		t.Error("a missing series is not NaN")
 	}
 }
+
+func TestSlope(t *testing.T) {
+	s := series1(600, ramp(100, 110, 600), constant(30), step(40, 1000, 30), nil)
+	// 10 MiB over 599 s is 60.1 MiB/h.
+	if got := Slope(s, 60, func(x Sample) float64 { return x.RSSMiB }); math.Abs(got-3600*10/599.0) > 1e-6 {
+		t.Errorf("RSS slope %v", got)
+	}
+	if got := Slope(s, 60, func(x Sample) float64 { return x.FDs }); got != 0 {
+		t.Errorf("fds slope %v", got)
+	}
+	// The step at 30 s is before from: flat.
+	if got := Slope(s, 60, func(x Sample) float64 { return x.Goroutines }); got != 0 {
+		t.Errorf("goroutines slope %v", got)
+	}
+	if got := Slope(s[:2], 0, func(x Sample) float64 { return x.FDs }); !math.IsNaN(got) {
+		t.Errorf("two points: %v", got)
+	}
+}

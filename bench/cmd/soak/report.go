@@ -98,9 +98,12 @@ type Summary struct {
 	StopS       float64            `json:"stop_s"`
 	// Quiet: medians of the seconds before the churn and after it, with
 	// only the monitor client connected (reported, not judged).
-	Quiet    [2]QuietSum `json:"quiet_before_after"`
-	Problems []string    `json:"problems"`
-	Notes    []string    `json:"notes,omitempty"`
+	Quiet [2]QuietSum `json:"quiet_before_after"`
+	// TrendPerH: least-squares slopes after the warm-up, per hour
+	// (reported, not judged).
+	TrendPerH map[string]float64 `json:"trend_per_hour,omitempty"`
+	Problems  []string           `json:"problems"`
+	Notes     []string           `json:"notes,omitempty"`
 }
 
 // QuietSum is what a quiet stretch looked like (medians).
@@ -168,6 +171,18 @@ func (s *soak) report() (bool, error) {
 	}
 	if len(samples) > 0 {
 		sum.SpanS = samples[len(samples)-1].T - samples[0].T
+	}
+	if len(samples) > 0 {
+		from := s.o.tol.Warmup * sum.SpanS
+		sum.TrendPerH = map[string]float64{}
+		for k, get := range map[string]func(Sample) float64{
+			"rss_mib": func(x Sample) float64 { return x.RSSMiB }, "fds": func(x Sample) float64 { return x.FDs },
+			"goroutines": func(x Sample) float64 { return x.Goroutines },
+		} {
+			if v := Slope(samples, from, get); !math.IsNaN(v) {
+				sum.TrendPerH[k] = v
+			}
+		}
 	}
 	for i, q := range quiet {
 		var rss, fds, gor []float64
@@ -278,6 +293,9 @@ func (s *soak) summaryText(sum *Summary) string {
 			ok = "FAIL"
 		}
 		p("  %s %-10s %s", ok, c.Name, c.Detail)
+	}
+	if tr := sum.TrendPerH; len(tr) == 3 {
+		p("trend after the warm-up (least squares, reported, not judged): RSS %+.1f MiB/h, fds %+.1f/h, goroutines %+.1f/h", tr["rss_mib"], tr["fds"], tr["goroutines"])
 	}
 	if q := sum.Quiet; q[0].Samples > 0 && q[1].Samples > 0 {
 		p("quiet, the monitor the only client (reported, not judged): before the churn %.1f MiB, %.0f fds, %.0f goroutines; after it %.1f MiB, %.0f fds, %.0f goroutines",
