@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // series1 makes n one-second samples: RSS, fds and goroutines from the given
@@ -214,5 +216,42 @@ func TestSlope(t *testing.T) {
 	}
 	if got := Slope(s[:2], 0, func(x Sample) float64 { return x.FDs }); !math.IsNaN(got) {
 		t.Errorf("two points: %v", got)
+	}
+}
+
+// TestMonitorEvents: a 72-hour soak sees more status events than the
+// monitor keeps; the checks still find the first event after a time, and
+// the counts cover every event.
+func TestMonitorEvents(t *testing.T) {
+	m := newMonitor("")
+	t0 := time.Unix(1000, 0)
+	n := 3*maxEvents + 7
+	for i := 0; i < n; i++ {
+		name := "engine_reloaded"
+		if i%10 == 9 {
+			name = "engine_rejected"
+		}
+		m.addEvent(event{at: t0.Add(time.Duration(i) * time.Second), name: name, sha: fmt.Sprint(i)})
+	}
+	if len(m.events) > maxEvents {
+		t.Fatalf("%d events kept", len(m.events))
+	}
+	c := m.eventCounts()
+	if c["engine_reloaded"]+c["engine_rejected"] != n || c["engine_rejected"] != n/10 {
+		t.Errorf("counts %v", c)
+	}
+	at := t0.Add(time.Duration(n-25) * time.Second)
+	want := n - 24
+	for want%10 != 9 {
+		want++
+	}
+	if e, ok := m.firstEvent("engine_rejected", "", at); !ok || e.sha != fmt.Sprint(want) {
+		t.Errorf("first rejection after %d: %+v %v", n-25, e, ok)
+	}
+	if _, ok := m.firstEvent("config_reloaded", "", t0); ok {
+		t.Error("found an event never sent")
+	}
+	if !m.sawSHA(fmt.Sprint(n-1), at) || m.sawSHA(fmt.Sprint(n-30), at) {
+		t.Error("sawSHA")
 	}
 }

@@ -31,13 +31,16 @@ type monitor struct {
 	lastResult time.Time
 	lastSensor time.Time            // last result carrying an "imu" sample
 	shaSeen    map[string]time.Time // engine SHA-256 prefix -> last result it computed
-	events     []event
+	events     []event              // the latest, at most maxEvents
+	counts     map[string]int       // every status event, by name
 }
 
-const maxEvents = 100_000
+// maxEvents bounds the events kept for the churn's checks, which only look
+// at the last minute; a 72-hour soak sees a few hundred thousand.
+const maxEvents = 20_000
 
 func newMonitor(sock string) *monitor {
-	return &monitor{sock: sock, shaSeen: map[string]time.Time{}}
+	return &monitor{sock: sock, shaSeen: map[string]time.Time{}, counts: map[string]int{}}
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -72,18 +75,26 @@ func (m *monitor) run(ctx context.Context) {
 					}
 				}
 			case "status":
-				if len(m.events) < maxEvents {
-					e := event{at: now, name: r.Event, source: r.Source, reason: r.Reason}
-					if r.Engine != nil {
-						e.sha = r.Engine.SHA256
-					}
-					m.events = append(m.events, e)
+				e := event{at: now, name: r.Event, source: r.Source, reason: r.Reason}
+				if r.Engine != nil {
+					e.sha = r.Engine.SHA256
 				}
+				m.addEvent(e)
 			}
 			m.mu.Unlock()
 		}
 		c.Close()
 	}
+}
+
+// addEvent keeps e (dropping the older half of the events when full) and
+// counts it; m.mu is held.
+func (m *monitor) addEvent(e event) {
+	if len(m.events) >= maxEvents {
+		m.events = append(m.events[:0], m.events[maxEvents/2:]...)
+	}
+	m.events = append(m.events, e)
+	m.counts[e.name]++
 }
 
 // sawSHA reports whether a result computed by the engine with this SHA-256
@@ -107,12 +118,14 @@ func (m *monitor) sawSHA(sha string, t time.Time) bool {
 func (m *monitor) firstEvent(name, source string, t time.Time) (event, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, e := range m.events {
-		if e.at.After(t) && e.name == name && (source == "" || e.source == source) {
-			return e, true
+	var first event
+	found := false
+	for i := len(m.events) - 1; i >= 0 && m.events[i].at.After(t); i-- {
+		if e := m.events[i]; e.name == name && (source == "" || e.source == source) {
+			first, found = e, true
 		}
 	}
-	return event{}, false
+	return first, found
 }
 
 // received returns the results read plus the records lost to seq gaps.
@@ -132,9 +145,9 @@ func (m *monitor) sensorAfter(t time.Time) bool {
 func (m *monitor) eventCounts() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := map[string]int{}
-	for _, e := range m.events {
-		n[e.name]++
+	n := make(map[string]int, len(m.counts))
+	for k, v := range m.counts {
+		n[k] = v
 	}
 	return n
 }
