@@ -103,7 +103,7 @@ HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | x
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross-tools cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
 	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean \
-	bench-tools bench-compare
+	bench-tools bench-compare soak
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -242,6 +242,19 @@ bench-compare: $(if $(filter 1,$(BENCH_BUILD)),build bench-tools) ## edged vs a 
 		echo "bench-compare: no Python with cv2 and numpy ($(BENCH_PYTHONS)); on Debian: apt-get install python3-opencv python3-numpy"; exit 1
 	@test -f $(BENCH_INPUTS)/inputs.json || $(BIN)/benchgen -o $(BENCH_INPUTS)
 	$(BIN)/benchcmp -inputs $(BENCH_INPUTS) -edged $(BIN)/edged $(BENCH_ARGS)
+
+# The soak of issue 10 (docs/OPERATIONS.md, fault 24; bench/cmd/soak/doc.go):
+# bin/edged under model, SIGHUP, reload, client and pty churn for
+# SOAK_DURATION; fails unless RSS, fds and goroutines stay flat and every
+# churn step gets its answer. SOAK_ARGS go to bin/soak (bin/soak -h).
+SOAK_DURATION ?= 10m
+SOAK_ARGS ?=
+SOAK_OUT ?= $(BIN)/soak-report/$(shell date -u +%Y%m%dT%H%M%SZ)
+
+soak: build ## edged under reload, SIGHUP, client and pty churn for SOAK_DURATION (10m); fails unless RSS, fds, goroutines stay flat
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/soak ./bench/cmd/soak
+	@rc=0; $(BIN)/soak -edged $(BIN)/edged -duration $(SOAK_DURATION) -out $(SOAK_OUT) $(SOAK_ARGS) || rc=$$?; \
+		echo "soak report: $(SOAK_OUT)/ (summary.txt, soak.png, samples.csv, edged.log)"; exit $$rc
 
 generate: ## go generate ./... (CI fails when this changes the tree)
 	$(GO) generate ./...

@@ -147,6 +147,11 @@ func (d *daemon) writeMetrics(w io.Writer) {
 
 	m.gauge("edged_build_info", "Build information.", 1, "version", Version, "go", goruntime.Version(), "arch", goruntime.GOARCH)
 	m.gauge("edged_ready", "1 once every pipeline produced a result or waits for its source.", b2f(ready))
+	m.gauge("edged_goroutines", "Goroutines in the daemon (a steady count means none leak).", float64(goruntime.NumGoroutine()))
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		// Less the descriptor ReadDir itself holds open.
+		m.gauge("edged_open_fds", "Open file descriptors (/proc/self/fd).", float64(len(fds)-1))
+	}
 	if mi, err := umem.ReadMeminfo(""); err == nil {
 		m.gauge("edged_system_memory_available_bytes", "MemAvailable from /proc/meminfo (on Jetson also the GPU's memory).", float64(mi.MemAvailable))
 	}

@@ -57,6 +57,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	if value(text, `edged_ready`) != 1 || value(text, `edged_source_up{source="cam0"}`) != 1 {
 		t.Errorf("ready/source_up wrong:\n%s", text)
 	}
+	if g, fds := value(text, `edged_goroutines`), value(text, `edged_open_fds`); g < 5 || fds < 3 {
+		t.Errorf("edged_goroutines %v, edged_open_fds %v", g, fds)
+	}
 	value(text, `edged_engine_info{pipeline="demo",model="demo",generation="1",sha256="0085b3a424d0",backend="onnxruntime"}`)
 	if p50 := value(text, `edged_latency_seconds{pipeline="demo",quantile="0.5"}`); p50 <= 0 || p50 > 1 {
 		t.Errorf("p50 latency %v", p50)

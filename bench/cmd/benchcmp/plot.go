@@ -2,17 +2,11 @@ package main
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"math"
-	"os"
 	"strings"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
+	"github.com/edged-dev/edged/bench/internal/plot"
 )
 
 // The plot: one panel per frame size with a stacked bar of stage p50s for
@@ -20,10 +14,8 @@ import (
 // pre p99 (pre mode).
 
 var (
-	white  = color.RGBA{255, 255, 255, 255}
-	black  = color.RGBA{0, 0, 0, 255}
-	grey   = color.RGBA{120, 120, 120, 255}
-	grid   = color.RGBA{225, 225, 225, 255}
+	black  = plot.Black
+	grey   = plot.Grey
 	colEdg = color.RGBA{31, 119, 180, 255}
 	colPy  = color.RGBA{255, 127, 14, 255}
 )
@@ -78,83 +70,6 @@ func barHeight(b map[string]float64) float64 {
 	return h
 }
 
-// canvas wraps an image with drawing helpers.
-type canvas struct{ *image.RGBA }
-
-func (c canvas) rect(x0, y0, x1, y1 int, col color.Color) {
-	draw.Draw(c.RGBA, image.Rect(x0, y0, x1, y1), &image.Uniform{col}, image.Point{}, draw.Src)
-}
-
-// text draws s with its baseline at y, starting at x, scaled by an integer
-// factor; align -1 left, 0 centred, 1 right.
-func (c canvas) text(x, y int, s string, col color.Color, scale, align int) {
-	face := basicfont.Face7x13
-	w := font.MeasureString(face, s).Ceil()
-	small := image.NewRGBA(image.Rect(0, 0, w, 13))
-	d := font.Drawer{Dst: small, Src: &image.Uniform{col}, Face: face, Dot: fixed.P(0, 11)}
-	d.DrawString(s)
-	switch align {
-	case 0:
-		x -= w * scale / 2
-	case 1:
-		x -= w * scale
-	}
-	y -= 11 * scale
-	for sy := 0; sy < 13*scale; sy++ {
-		for sx := 0; sx < w*scale; sx++ {
-			p := small.RGBAAt(sx/scale, sy/scale)
-			if p.A > 0 {
-				c.Set(x+sx, y+sy, col)
-			}
-		}
-	}
-}
-
-// niceMax rounds v up to 1, 2 or 5 × 10^k and returns it with a tick step.
-func niceMax(v float64) (top, step float64) {
-	if v <= 0 || math.IsNaN(v) {
-		return 1, 0.25
-	}
-	e := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
-		if m*e >= v {
-			top = m * e
-			break
-		}
-	}
-	for _, n := range []float64{4, 5, 6, 3} {
-		s := top / n
-		if r := s / math.Pow(10, math.Floor(math.Log10(s))); r == 1 || r == 2 || r == 2.5 || r == 5 {
-			return top, s
-		}
-	}
-	return top, top / 4
-}
-
-func fmtAxis(v float64) string {
-	if v == math.Trunc(v) {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
-}
-
-// panel draws a y axis and grid in the box and returns the plot area and
-// the scale (pixels per unit).
-func (c canvas) panel(x0, y0, x1, y1 int, title, unit string, top, step float64) (area image.Rectangle, ppu float64) {
-	c.text((x0+x1)/2, y0+16, title, black, 1, 0)
-	area = image.Rect(x0+48, y0+30, x1-8, y1-52)
-	ppu = float64(area.Dy()) / top
-	for v := 0.0; v <= top+step/2; v += step {
-		y := area.Max.Y - int(v*ppu)
-		c.rect(area.Min.X, y, area.Max.X, y+1, grid)
-		c.text(area.Min.X-5, y+4, fmtAxis(v), grey, 1, 1)
-	}
-	c.text(x0+4, area.Min.Y-6, unit, grey, 1, -1)
-	c.rect(area.Min.X, area.Min.Y, area.Min.X+1, area.Max.Y, grey)
-	c.rect(area.Min.X, area.Max.Y, area.Max.X, area.Max.Y+1, grey)
-	return area, ppu
-}
-
 func writePlot(path string, rep *Report) error {
 	pre := rep.Mode == "pre"
 	// Frame sizes in input order, and each size's comparisons.
@@ -176,20 +91,19 @@ func writePlot(path string, rep *Report) error {
 	nPanels := len(sizes) + 1
 	const panelW, H = 430, 640
 	W := max(nPanels*panelW+20, 900)
-	img := canvas{image.NewRGBA(image.Rect(0, 0, W, H))}
-	img.rect(0, 0, W, H, white)
+	img := plot.New(W, H)
 
 	title := "edged vs Python loop (OpenCV + NumPy + onnxruntime): end to end"
 	if pre {
 		title = "edged vs Python loop (OpenCV + NumPy): preprocessing"
 	}
-	img.text(W/2, 30, title, black, 2, 0)
+	img.Text(W/2, 30, title, black, 2, 0)
 	sub := fmt.Sprintf("%d CPUs %s", rep.System.NProc, rep.System.CPU)
 	if rep.System.GPU != "" {
 		sub += ", " + rep.System.GPU
 	}
 	sub += fmt.Sprintf(" | ORT threads %d | %s measured per run", rep.Threads, rep.Measure)
-	img.text(W/2, 52, sub, grey, 1, 0)
+	img.Text(W/2, 52, sub, grey, 1, 0)
 
 	top0, bottom := 70, H-110
 	for i, s := range sizes {
@@ -198,12 +112,12 @@ func writePlot(path string, rep *Report) error {
 		for _, c := range cs {
 			hmax = max(hmax, barHeight(bar(c.Latency, pre)), barHeight(bar(c.Python, pre)))
 		}
-		top, step := niceMax(hmax / 1000)
+		top, step := plot.NiceMax(hmax / 1000)
 		what := "stage p50s, stacked"
 		if pre {
 			what = "pre p50"
 		}
-		area, ppu := img.panel(10+i*panelW, top0, 10+(i+1)*panelW, bottom, fmt.Sprintf("%s YUYV -> %d: %s", s, rep.Manifest.InputSize, what), "ms", top, step)
+		area, ppu := img.Panel(10+i*panelW, top0, 10+(i+1)*panelW, bottom, fmt.Sprintf("%s YUYV -> %d: %s", s, rep.Manifest.InputSize, what), "ms", top, step)
 		groupW := area.Dx() / len(cs)
 		for g, c := range cs {
 			gx := area.Min.X + g*groupW
@@ -226,21 +140,21 @@ func writePlot(path string, rep *Report) error {
 					if pre { // one segment: the side's colour
 						col = side.col
 					}
-					img.rect(x, int(math.Round(y-h)), x+bw, int(math.Round(y)), col)
+					img.Rect(x, int(math.Round(y-h)), x+bw, int(math.Round(y)), col)
 					y -= h
 				}
-				img.rect(x, int(y)-2, x+bw, int(y), side.col) // side marker
-				img.text(x+bw/2, int(y)-6, fmt.Sprintf("%.2f", barHeight(b)/1000), black, 1, 0)
-				img.text(x+bw/2, area.Max.Y+15, side.name, side.col, 1, 0)
+				img.Rect(x, int(y)-2, x+bw, int(y), side.col) // side marker
+				img.Text(x+bw/2, int(y)-6, fmt.Sprintf("%.2f", barHeight(b)/1000), black, 1, 0)
+				img.Text(x+bw/2, area.Max.Y+15, side.name, side.col, 1, 0)
 			}
 			kind, _, _ := strings.Cut(c.Input, "-")
-			img.text(gx+groupW/2, area.Max.Y+31, kind+" frames", black, 1, 0)
+			img.Text(gx+groupW/2, area.Max.Y+31, kind+" frames", black, 1, 0)
 			key := "overhead p50"
 			if pre {
 				key = "pre p50"
 			}
 			if r := c.Row(key); r != nil && r.Ratio != nil {
-				img.text(gx+groupW/2, area.Max.Y+47, fmt.Sprintf("%s edged/py %.2f", strings.TrimSuffix(key, " p50"), *r.Ratio), black, 1, 0)
+				img.Text(gx+groupW/2, area.Max.Y+47, fmt.Sprintf("%s edged/py %.2f", strings.TrimSuffix(key, " p50"), *r.Ratio), black, 1, 0)
 			}
 		}
 	}
@@ -277,8 +191,8 @@ func writePlot(path string, rep *Report) error {
 			}
 		}
 	}
-	top, step := niceMax(vmax)
-	area, ppu := img.panel(x0, top0, x0+panelW, bottom, name, unit, top, step)
+	top, step := plot.NiceMax(vmax)
+	area, ppu := img.Panel(x0, top0, x0+panelW, bottom, name, unit, top, step)
 	groupW := area.Dx() / max(1, len(rep.Comparisons))
 	for g, c := range rep.Comparisons {
 		gx := area.Min.X + g*groupW
@@ -294,12 +208,12 @@ func writePlot(path string, rep *Report) error {
 			}
 			x := gx + groupW/2 - bw - 2 + k*(bw+4)
 			h := int(math.Round(v * ppu))
-			img.rect(x, area.Max.Y-h, x+bw, area.Max.Y, col)
-			img.text(x+bw/2, area.Max.Y-h-4, fmtShort(v), black, 1, 0)
+			img.Rect(x, area.Max.Y-h, x+bw, area.Max.Y, col)
+			img.Text(x+bw/2, area.Max.Y-h-4, fmtShort(v), black, 1, 0)
 		}
 		kind, size, _ := strings.Cut(c.Input, "-")
-		img.text(gx+groupW/2, area.Max.Y+15, kind, black, 1, 0)
-		img.text(gx+groupW/2, area.Max.Y+31, size, grey, 1, 0)
+		img.Text(gx+groupW/2, area.Max.Y+15, kind, black, 1, 0)
+		img.Text(gx+groupW/2, area.Max.Y+31, size, grey, 1, 0)
 	}
 
 	// Legend.
@@ -309,33 +223,25 @@ func writePlot(path string, rep *Report) error {
 		if pre {
 			break // bars in the sides' colours
 		}
-		img.rect(lx, ly-10, lx+14, ly+2, seg.col)
-		img.text(lx+20, ly, seg.label, black, 1, -1)
+		img.Rect(lx, ly-10, lx+14, ly+2, seg.col)
+		img.Text(lx+20, ly, seg.label, black, 1, -1)
 		lx += 34 + 7*len(seg.label)
 	}
-	img.rect(lx, ly-10, lx+14, ly+2, colEdg)
-	img.text(lx+20, ly, "edged", black, 1, -1)
+	img.Rect(lx, ly-10, lx+14, ly+2, colEdg)
+	img.Text(lx+20, ly, "edged", black, 1, -1)
 	lx += 70
-	img.rect(lx, ly-10, lx+14, ly+2, colPy)
-	img.text(lx+20, ly, "python", black, 1, -1)
+	img.Rect(lx, ly-10, lx+14, ly+2, colPy)
+	img.Text(lx+20, ly, "python", black, 1, -1)
 	notes := []string{"Both sides paced at one frame rate. edged: total = read frame -> hand-off to the socket; python: total = read frame -> end of post.",
 		"Bars stack stage p50s (they need not add up to the p50 of the total). Lower is better; throughput: higher."}
 	if pre {
 		notes = []string{"pre: edged's pipeline pre stage vs cvtColor + resize + normalise + HWC->CHW (OpenCV, NumPy).",
 			"Lower is better. Numbers: report.md; what each stage includes: bench/README.md."}
 	}
-	img.text(20, H-36, notes[0], grey, 1, -1)
-	img.text(20, H-18, notes[1], grey, 1, -1)
+	img.Text(20, H-36, notes[0], grey, 1, -1)
+	img.Text(20, H-18, notes[1], grey, 1, -1)
 
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, img.RGBA); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return img.SavePNG(path)
 }
 
 func fmtShort(v float64) string {
