@@ -94,7 +94,7 @@ func makeVariants(edged, dir string) ([]variant, error) {
 	for n := 0; n <= 7; n++ {
 		p := filepath.Join(dir, fmt.Sprintf("variant%d.onnx", n))
 		if b, err := exec.Command(edged, "demo-model", "-o", p, "-variant", fmt.Sprint(n)).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s demo-model -variant %d: %v\n%s", edged, n, err, b)
+			return nil, fmt.Errorf("%s demo-model -variant %d: %w\n%s", edged, n, err, b)
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
