@@ -1,40 +1,32 @@
 package runtime
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/edged-dev/edged/internal/procfs"
 )
 
-// selfRSS is this process's VmRSS.
+// selfRSS is this process's VmRSS in bytes.
 func selfRSS(t *testing.T) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
+	m, err := procfs.ReadMem(0)
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("no /proc/self/status: %v", err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no VmRSS")
-	return 0
+	return m.RSSBytes()
 }
 
 // TestLastGoodSaveGivesMemoryBack: keeping a copy of a large model file

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,8 @@ import (
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/demomodel"
 	"github.com/edged-dev/edged/trt/trttest"
+
+	"github.com/edged-dev/edged/internal/procfs"
 )
 
 func installFake(tb testing.TB, hot *trt.Hot, value float32) *trttest.Backend {
@@ -114,19 +114,11 @@ func benchTransaction(b *testing.B, be trt.Backend, versions [][]byte) {
 	b.ReportMetric(float64(i-20), "reloads")
 }
 
-// rssKiB is the process's resident set size from /proc/self/status.
+// rssKiB is the process's resident set size from /proc/self/status (0
+// where there is none).
 func rssKiB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
+	m, _ := procfs.ReadMem(0)
+	return int64(m.RSS)
 }
 
 // BenchmarkReloadTransaction measures one reload transaction (the

@@ -1,40 +1,32 @@
 package trt_test
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/trttest"
+
+	"github.com/edged-dev/edged/internal/procfs"
 )
 
-// rss is this process's resident set size (VmRSS in /proc/self/status).
+// rss is this process's resident set size (VmRSS) in bytes.
 func rss(t *testing.T) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
+	m, err := procfs.ReadMem(0)
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("no /proc/self/status: %v", err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return kb << 10
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return m.RSSBytes()
 }
 
 // baseline returns the RSS once the heap is as small as it gets.

@@ -3,16 +3,16 @@ package main
 import (
 	"context"
 	encbin "encoding/binary"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt/demomodel"
+
+	"github.com/edged-dev/edged/internal/procfs"
 )
 
 // TestTornModelAtStartExits1: a model file that exists but whose content
@@ -50,24 +50,14 @@ func TestTornModelAtStartExits1(t *testing.T) {
 	}
 }
 
-// childRSS is the VmRSS of process pid.
+// childRSS is the VmRSS of process pid in bytes.
 func childRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	m, err := procfs.ReadMem(pid)
 	if err != nil {
 		t.Fatalf("RSS of edged: %v", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
+	return m.RSSBytes()
 }
 
 // renameIn puts a file of size bytes that starts with head (and is a hole

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/edged-dev/edged/internal/procfs"
 )
 
 // userHZ is the unit of utime and stime in /proc/PID/stat. The kernel
@@ -39,32 +40,8 @@ func cpuTicks(stat []byte) (uint64, error) {
 // memKB parses /proc/PID/status and returns VmRSS and VmHWM (peak RSS) in
 // KiB.
 func memKB(status []byte) (rss, hwm uint64, err error) {
-	var found int
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("proc status: %s:%s", k, v)
-		}
-		n, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("proc status: %s: %w", k, err)
-		}
-		if k == "VmRSS" {
-			rss = n
-		} else {
-			hwm = n
-		}
-		found++
-	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("proc status: VmRSS or VmHWM missing")
-	}
-	return rss, hwm, nil
+	m, err := procfs.ParseStatus(status)
+	return m.RSS, m.HWM, err
 }
 
 func readCPU(pid int) (uint64, error) {

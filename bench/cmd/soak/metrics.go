@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edged-dev/edged/internal/procfs"
 )
 
 // series is one sample line of the Prometheus text format.
@@ -151,17 +153,8 @@ func (s *scraper) ready() bool {
 // procSample reads VmRSS (MiB) and the number of open fds of pid.
 func procSample(pid int) (rssMiB, fds float64) {
 	rssMiB, fds = math.NaN(), math.NaN()
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				f := strings.Fields(v)
-				if len(f) == 2 && f[1] == "kB" {
-					if n, err := strconv.ParseFloat(f[0], 64); err == nil {
-						rssMiB = n / 1024
-					}
-				}
-			}
-		}
+	if m, err := procfs.ReadMem(pid); err == nil {
+		rssMiB = float64(m.RSS) / 1024
 	}
 	if d, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		fds = float64(len(d))
