@@ -401,35 +401,64 @@ func TestTailSerialHangup(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := bufio.NewScanner(stdout)
+		scanned := make(chan string)
+		go func() {
+			defer close(scanned)
+			for lines.Scan() {
+				scanned <- lines.Text()
+			}
+		}()
 		// Until tail shows a record: frames keep coming, so one sent before
-		// tail opened the port does not matter.
-		got := make(chan bool)
-		go func() { got <- lines.Scan() }()
+		// tail opened the port does not matter. Starting a -race binary on
+		// a loaded machine can take seconds; that is not what is tested.
 		var frame, scratch []byte
-		for seq := uint64(1); ; seq++ {
+		send := func(seq uint64) {
 			frame, scratch = stream.AppendSerialFrame(append(frame[:0], 0), scratch,
 				&stream.Record{Kind: stream.KindStatus, Event: "config_reloaded", TNs: int64(seq)}, seq)
 			master.Write(frame)
+		}
+		started := time.Now()
+		seq := uint64(1)
+	wait:
+		for ; ; seq++ {
+			send(seq)
 			select {
-			case ok := <-got:
+			case _, ok := <-scanned:
 				if !ok {
 					t.Fatalf("round %d: tail printed nothing; stderr: %s", round, stderr.String())
 				}
+				break wait
 			case <-time.After(20 * time.Millisecond):
-				if seq < 100 {
-					continue
+				if time.Since(started) > 30*time.Second {
+					t.Fatalf("round %d: tail printed nothing within 30 s of records; stderr: %s", round, stderr.String())
 				}
-				// tail -serial is a live view: each record shows as it
-				// comes (it used to wait for 4 KiB of output).
-				t.Fatalf("round %d: tail printed nothing within 2 s of records; stderr: %s", round, stderr.String())
 			}
-			break
+		}
+		// tail -serial is a live view: each record shows as it comes (it
+		// used to wait for 4 KiB of output). One more record must show on
+		// its own.
+		marker := seq + 1
+		send(marker)
+		deadline := time.After(10 * time.Second)
+	live:
+		for {
+			select {
+			case l, ok := <-scanned:
+				if !ok {
+					t.Fatalf("round %d: tail ended before showing record %d; stderr: %s", round, marker, stderr.String())
+				}
+				if strings.Contains(l, "status #"+strconv.FormatUint(marker, 10)+" ") {
+					break live
+				}
+			case <-deadline:
+				t.Fatalf("round %d: tail did not show record %d within 10 s of it; stderr: %s", round, marker, stderr.String())
+			}
 		}
 		// Hang up while tail waits in a read.
 		time.Sleep(time.Duration(round%4) * 5 * time.Millisecond)
 		slave.Close()
 		master.Close()
-		for lines.Scan() {
+		for range scanned {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
