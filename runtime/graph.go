@@ -182,6 +182,7 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		p.sourceUpEvent()
 		p.log.Info("pipeline started", "source", sc.Name, "format", p.src.Format().String(), "model", pc.Model,
 			"input", fmt.Sprintf("%dx%dx%d", p.c, p.h, p.w), "schedule", pc.Schedule)
+		p.logDecoder()
 	}
 	p.life.cancel, p.life.done = cancel, make(chan struct{})
 	p.stampCapture()

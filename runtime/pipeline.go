@@ -57,7 +57,9 @@ type pipeline struct {
 	log   *slog.Logger
 	src   sensors.Source
 	pool  *umem.Pool
-	hot   *trt.Hot
+
+	decodeLogged bool // logDecoder said which MJPEG decoder serves; start, then the capture goroutine
+	hot          *trt.Hot
 	// newGPU builds the GPU preprocessing path (Factories.GPUPreprocess);
 	// nil: the CPU path always.
 	newGPU func(preprocess.Options, *config.Config) (GPUPreprocessor, error)
@@ -193,6 +195,7 @@ func (p *pipeline) capture(ctx context.Context) {
 			}
 			failures = 0
 			p.sourceUpEvent()
+			p.logDecoder()
 		}
 		err := p.deliver(ctx)
 		if ctx.Err() != nil {

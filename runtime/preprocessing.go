@@ -191,6 +191,31 @@ type decodeTargeter interface {
 	SetDecodeTarget(w, h int, resize string) string
 }
 
+// decodeLiner is a source that learns only when it starts whether it
+// decodes MJPEG (replay of a recording); the line names the decoder.
+type decodeLiner interface {
+	DecodeLine() string
+}
+
+// logDecoder logs, once per pipeline run, which decoder a source that
+// found MJPEG at Start uses (announceInput could not say yet).
+func (p *pipeline) logDecoder() {
+	t, ok := p.src.(decodeLiner)
+	if !ok || p.decodeLogged {
+		return
+	}
+	line := t.DecodeLine()
+	if line == "" {
+		return
+	}
+	p.decodeLogged = true
+	if strings.Contains(line, "; warning: ") {
+		p.log.Warn("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
+		return
+	}
+	p.log.Info("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
+}
+
 // announceInput tells the source the engine input size once it is known.
 func (p *pipeline) announceInput() {
 	t, ok := p.src.(decodeTargeter)

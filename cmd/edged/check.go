@@ -12,6 +12,7 @@ import (
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
+	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/plan"
 	"github.com/edged-dev/edged/trt/tensorrt"
@@ -189,7 +190,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
 		}
 	}
-	checkMJPEG(cfg, sigs, ok, warn)
+	checkMJPEG(w, cfg, sigs, ok, warn)
 	switch code {
 	case exitOK:
 		fmt.Fprintln(stdout, "runnable")
@@ -205,7 +206,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // need with the memory there is, as run does before it allocates anything.
 func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string, ...any), fail func(int, string, ...any)) {
 	slot := func(pc *config.Pipeline, sc *config.Source) int {
-		src, err := newCamera(sc, cfg) // opens nothing; replay reads the recording's header
+		src, err := newCamera(sc, cfg, jpeg.Options{}) // opens nothing; replay reads the recording's header
 		if err != nil {
 			return edruntime.SlotSize(nil, sc)
 		}

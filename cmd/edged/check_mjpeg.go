@@ -12,27 +12,29 @@ import (
 // decoder serves it, the DCT scale its frames are decoded at for the
 // model's input and why (what run logs as "MJPEG decoding"). sigs are the
 // loaded models' signatures by model name.
-func checkMJPEG(cfg *config.Config, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
-	var dec *jpeg.Decoder
+func checkMJPEG(wr *wiring, cfg *config.Config, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		sc := cfg.Source(pc.Source)
 		if sc == nil || (sc.Format != "MJPEG" && sc.Format != "MJPG") {
 			continue
 		}
-		if dec == nil {
-			d, err := jpeg.New(jpeg.Options{})
-			if err != nil {
-				warn("pipeline %s: MJPEG decoder: %v", pc.Name, err)
-				return
-			}
-			defer d.Close()
-			dec = d
+		// The decoder run would make for this source (nvJPEG where frames
+		// go to the GPU, else the CPU's).
+		dec, err := jpeg.New(wr.jpegOptions(sc, cfg))
+		if err != nil {
+			warn("pipeline %s: MJPEG decoder: %v", pc.Name, err)
+			continue
 		}
 		b := dec.Backend()
+		scales := dec.Scales()
+		dec.Close()
 		w, h := inputSize(sigs[pc.Model], pc)
 		scale := "scale chosen when the engine is loaded"
-		if sc.Width > 0 && sc.Height > 0 && w > 0 && h > 0 {
+		switch {
+		case !scales:
+			scale = "scale 1/1 (" + b.Name + " decodes at full scale only; the GPU's resize reads the whole frame)"
+		case sc.Width > 0 && sc.Height > 0 && w > 0 && h > 0:
 			d, why := jpeg.ChooseScale(sc.Width, sc.Height, w, h, pc.Preprocess.Resize)
 			scale = fmt.Sprintf("scale 1/%d (%s)", d, why)
 		}

@@ -1,12 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"image"
+	stdjpeg "image/jpeg"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edged-dev/edged/configs"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/trt"
 )
 
@@ -22,7 +32,7 @@ func TestCheckMJPEG(t *testing.T) {
 	}
 	sigs := map[string]trt.Signature{cfg.Pipelines[0].Model: {Inputs: []trt.TensorSpec{{Name: "image", Type: trt.Float32, Shape: []int64{1, 3, 224, 224}}}}}
 	run := func() (oks, warns []string) {
-		checkMJPEG(cfg, sigs, func(f string, a ...any) { oks = append(oks, fmt.Sprintf(f, a...)) },
+		checkMJPEG(&wiring{}, cfg, sigs, func(f string, a ...any) { oks = append(oks, fmt.Sprintf(f, a...)) },
 			func(f string, a ...any) { warns = append(warns, fmt.Sprintf(f, a...)) })
 		return
 	}
@@ -36,5 +46,87 @@ func TestCheckMJPEG(t *testing.T) {
 	oks, warns = run()
 	if len(oks) != 1 || len(warns) != 0 || !strings.Contains(oks[0], "image/jpeg (EDGED_JPEG=go)") {
 		t.Fatalf("EDGED_JPEG=go: ok %q, warn %q", oks, warns)
+	}
+}
+
+// TestReplayMJPEGNamesDecoder: the real binary replaying an MJPEG
+// recording (a replay source learns the format only when it opens the
+// file, after the engine input was announced) logs which decoder serves
+// it, at what scale and why, and produces results.
+func TestReplayMJPEGNamesDecoder(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "cam.edgedraw")
+	f, err := os.Create(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := replay.NewRecorder(f, sensors.Format{Width: 320, Height: 240, Pixel: sensors.MJPEG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		img := image.NewRGBA(image.Rect(0, 0, 320, 240))
+		for p := range img.Pix {
+			img.Pix[p] = uint8(p*7 + i*31)
+		}
+		var b bytes.Buffer
+		if err := stdjpeg.Encode(&b, img, &stdjpeg.Options{Quality: 85}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteFrame(b.Bytes(), 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sock := filepath.Join(dir, "edged.sock")
+	cfg := filepath.Join(dir, "edged.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+[[source]]
+name = "cam"
+kind = "replay"
+path = %q
+fps = 60.0
+loop = true
+[[model]]
+name = "demo"
+path = "builtin:demo"
+[[pipeline]]
+name = "p"
+source = "cam"
+model = "demo"
+sinks = ["local"]
+[[sink]]
+name = "local"
+kind = "socket"
+path = %q
+`, rec, sock)), 0o644)
+	d := start(t, lib, cfg, sock)
+	waitLog(t, d, `msg="MJPEG decoding" pipeline=p source=cam decoder="MJPEG decoded by `)
+	waitLog(t, d, "scale 1/")
+	var c *stream.Client
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err = stream.Dial(context.Background(), sock, nil); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	defer c.Close()
+	var m stream.Message
+	for n := 0; n < 5; {
+		if err := c.Next(&m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Rec.Type == "result" {
+			n++
+		}
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/sensors/serialsrc"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -43,7 +44,7 @@ func factories(log *slog.Logger) edruntime.Factories {
 	w := &wiring{log: log}
 	return edruntime.Factories{
 		Allocator:     w.allocator,
-		Camera:        newCamera,
+		Camera:        w.camera,
 		Sensor:        newSensor,
 		Backend:       w.backend,
 		GPUPreprocess: w.gpuPreprocess,
@@ -146,7 +147,38 @@ func placeReason(p *umem.Placement) string {
 	return p.Reason
 }
 
-func newCamera(sc *config.Source, c *config.Config) (sensors.Source, error) {
+// camera builds a frame source; MJPEG is decoded on the daemon's GPU
+// (nvJPEG) when the frames go to one (see jpegOptions).
+func (w *wiring) camera(sc *config.Source, c *config.Config) (sensors.Source, error) {
+	return newCamera(sc, c, w.jpegOptions(sc, c))
+}
+
+// jpegOptions puts a source's MJPEG decoding on the CUDA device when the
+// daemon has one and a pipeline the source feeds may preprocess there:
+// nvJPEG writes the decoded frame into the slot (managed or mapped pinned
+// memory) that the preprocessing kernels read. Pipelines held to
+// preprocess.device = "cpu" keep the CPU decoders.
+func (w *wiring) jpegOptions(sc *config.Source, c *config.Config) jpeg.Options {
+	w.mu.Lock()
+	place := w.place
+	w.mu.Unlock()
+	if place == nil || place.Device == nil {
+		return jpeg.Options{}
+	}
+	for _, pc := range c.Pipelines {
+		if pc.Source == sc.Name && pc.Preprocess.Device != "cpu" {
+			hw := c.GPU.NVJPEGHardware == nil || *c.GPU.NVJPEGHardware
+			// nvJPEG writes the slot itself unless the slot is managed
+			// memory the host owns between GPU work (Jetson, or strict
+			// mode): then it decodes into device memory and copies.
+			direct := place.Strategy != umem.StrategyManaged || (place.Probe.ConcurrentManagedAccess && !c.GPU.Strict)
+			return jpeg.Options{GPU: &jpeg.GPU{Device: c.GPU.Device, Library: libPath(c, c.GPU.NVJPEGLibrary), NoHardware: !hw, Direct: direct}}
+		}
+	}
+	return jpeg.Options{}
+}
+
+func newCamera(sc *config.Source, c *config.Config, jo jpeg.Options) (sensors.Source, error) {
 	pf, err := sensors.ParsePixelFormat(sc.Format)
 	if err != nil && sc.Format != "" {
 		return nil, err
@@ -154,10 +186,10 @@ func newCamera(sc *config.Source, c *config.Config) (sensors.Source, error) {
 	switch sc.Kind {
 	case "synthetic":
 		return synthetic.New(synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
-			Seed: uint64(sc.Seed), PeriodFrames: sc.Period})
+			Seed: uint64(sc.Seed), PeriodFrames: sc.Period, JPEG: jo})
 	case "v4l2":
 		opts := v4l2.Options{Name: sc.Name, Device: sc.Device, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
-			Buffers: sc.Buffers, Memory: sc.IO}
+			Buffers: sc.Buffers, Memory: sc.IO, JPEG: jo}
 		src, err := v4l2.New(opts)
 		if err != nil {
 			return nil, err
@@ -165,7 +197,7 @@ func newCamera(sc *config.Source, c *config.Config) (sensors.Source, error) {
 		return sizedSource{src, v4l2.SlotSizeHint(opts)}, nil
 	case "replay":
 		path := c.Resolve(sc.Path)
-		src, err := replay.New(replay.Options{Name: sc.Name, Path: path, Pixel: pf, FPS: sc.FPS, Loop: sc.Loop})
+		src, err := replay.New(replay.Options{Name: sc.Name, Path: path, Pixel: pf, FPS: sc.FPS, Loop: sc.Loop, JPEG: jo})
 		if err != nil {
 			return nil, err
 		}
@@ -186,6 +218,14 @@ type sizedSource struct {
 }
 
 func (s sizedSource) SlotSize() int { return s.size }
+
+// DecodeLine passes on a replay source's late decoder description.
+func (s sizedSource) DecodeLine() string {
+	if t, ok := s.Source.(interface{ DecodeLine() string }); ok {
+		return t.DecodeLine()
+	}
+	return ""
+}
 
 // SetDecodeTarget passes the engine input size on to an MJPEG source
 // (runtime looks for this method; the embedding hides the source's own).

@@ -52,6 +52,10 @@ func (c *Config) applyDefaults() {
 		d.MaxModelBytes = DefaultMaxModelBytes
 	}
 	def(&c.GPU.Memory, string(umem.StrategyAuto))
+	if c.GPU.NVJPEGHardware == nil {
+		c.GPU.NVJPEGHardware = new(bool)
+		*c.GPU.NVJPEGHardware = true
+	}
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		switch s.Kind {

@@ -60,7 +60,9 @@ type GPU struct {
 	Memory          string `toml:"memory"`
 	Strict          bool   `toml:"strict"`
 	TensorRTLibrary string `toml:"tensorrt_library"`
-	NVRTCLibrary    string `toml:"nvrtc_library"` // NVRTC for the preprocessing kernels; "" = search
+	NVRTCLibrary    string `toml:"nvrtc_library"`   // NVRTC for the preprocessing kernels; "" = search
+	NVJPEGLibrary   string `toml:"nvjpeg_library"`  // nvJPEG for MJPEG cameras; "" = search
+	NVJPEGHardware  *bool  `toml:"nvjpeg_hardware"` // batches on the JPEG engines where the GPU has them; default true
 }
 
 // Source is one [[source]].

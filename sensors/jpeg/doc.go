@@ -5,6 +5,19 @@
 //
 // [New] picks a backend at run time and says which and why in [Backend]:
 //
+//   - "nvJPEG": only when [Options.GPU] names a CUDA device. It loads
+//     libnvjpeg.so.13, .12 or .11 (CUDA toolkit, JetPack) and libcuda.so.1
+//     with dlopen. Each device has one engine, shared by every Decoder on
+//     it: a goroutine decodes the frames pending at that moment as one
+//     batch on the GPU's JPEG engines (A100/H100-class, Jetson Orin),
+//     else with the hybrid backend (Huffman on the CPU, IDCT and colour on
+//     the GPU). A batch the engines refuse is retried frame by frame, so
+//     a bad frame fails alone. The image goes into the destination itself
+//     when [GPU.Direct] allows and the GPU can address it (mapped pinned
+//     or managed memory); otherwise it goes into the Decoder's device
+//     buffer and is copied out. Full scale only ([Decoder.Scales] is
+//     false). A frame without EOI is corrupt before nvJPEG sees it: nvJPEG
+//     would decode it without complaint.
 //   - "libjpeg-turbo": libturbojpeg.so.0 (Debian libturbojpeg0, Ubuntu and
 //     JetPack libturbojpeg) loaded with dlopen on first use, TurboJPEG 2.x
 //     API (tjDecompressHeader3, tjDecompress2 with TJPF_RGB). Nothing of it
@@ -15,9 +28,8 @@
 //     decoded image per frame and is several times slower.
 //
 // [Options.Backend] or the environment variable EDGED_JPEG ("go",
-// "turbojpeg") forces one; tests use it to exercise the fallback. A GPU
-// backend (nvJPEG) would be a third implementation of the unexported
-// backend interface, chosen the same way.
+// "turbojpeg", "nvjpeg") forces one; tests use it to exercise the
+// fallback.
 //
 // # Scaled decoding
 //

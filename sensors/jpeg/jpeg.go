@@ -21,19 +21,27 @@ var (
 	ErrClosed = errors.New("jpeg: decoder closed")
 	// errNoCgo: a binary without cgo cannot dlopen.
 	errNoCgo = errors.New("this edged binary was built without cgo")
-	// ErrScale means a scale other than 1, 2, 4 or 8 was asked for.
+	// ErrScale means a scale other than 1, 2, 4 or 8 was asked for, or
+	// a scale the backend does not decode at (nvJPEG: full scale only).
 	ErrScale = errors.New("jpeg: unsupported scale")
+	// ErrNoNVJPEG means nvJPEG (or the CUDA driver it needs) could not be
+	// loaded or opened on the device.
+	ErrNoNVJPEG = errors.New("jpeg: nvJPEG not available")
+	// ErrDevice means the GPU failed a decode for a reason that is not
+	// the frame's (CUDA or nvJPEG error other than bad data).
+	ErrDevice = errors.New("jpeg: GPU decode failed")
 )
 
 // Backend names.
 const (
 	Auto      = "auto"
+	NVJPEG    = "nvJPEG"
 	TurboJPEG = "libjpeg-turbo"
 	Std       = "image/jpeg"
 )
 
 // EnvBackend names the environment variable that forces a backend:
-// "go" (or "image/jpeg") or "turbojpeg" (or "libjpeg-turbo").
+// "go" (or "image/jpeg"), "turbojpeg" (or "libjpeg-turbo") or "nvjpeg".
 const EnvBackend = "EDGED_JPEG"
 
 // Install is the advice given when libjpeg-turbo is missing.
@@ -41,16 +49,39 @@ const Install = "install libturbojpeg0 (Debian) or libturbojpeg (Ubuntu, JetPack
 
 // Options configures New.
 type Options struct {
-	// Backend is Auto (default: libjpeg-turbo, else image/jpeg), TurboJPEG
-	// (fail without the library) or Std. EDGED_JPEG overrides Auto.
+	// Backend is Auto (default: nvJPEG when GPU is set, else
+	// libjpeg-turbo, else image/jpeg), NVJPEG or TurboJPEG (fail without
+	// the library) or Std. EDGED_JPEG overrides Auto.
 	Backend string
 	// Library is the file dlopen'ed; default libturbojpeg.so.0.
 	Library string
+	// GPU says frames go to a CUDA device: decode them there with nvJPEG.
+	// nil: the CPU decodes (Auto never picks nvJPEG).
+	GPU *GPU
+}
+
+// GPU is the CUDA device that decodes, and how.
+type GPU struct {
+	// Device is the CUDA device ordinal (config gpu.device).
+	Device int
+	// Library is the nvJPEG file dlopen'ed; default the first of
+	// libnvjpeg.so.13, .12, .11 that loads.
+	Library string
+	// NoHardware keeps batches off the JPEG engines (A100/H100-class,
+	// Jetson Orin) and on the hybrid backend.
+	NoHardware bool
+	// Direct lets the GPU write the decoded image into the destination
+	// itself when it can address it (mapped pinned or managed memory on a
+	// device with concurrent managed access). Otherwise, and always where
+	// managed memory is attached to the host between GPU work (Jetson,
+	// concurrentManagedAccess = 0), the image is decoded into device
+	// memory and copied to the destination by the copy engine.
+	Direct bool
 }
 
 // Backend says which decoder serves and why.
 type Backend struct {
-	Name string // TurboJPEG or Std
+	Name string // NVJPEG, TurboJPEG or Std
 	Why  string
 	// Warning is set when the slow fallback was chosen because the library
 	// is missing; it names the package to install.
@@ -71,10 +102,12 @@ type Header struct {
 }
 
 // backend is one decoder implementation. Decode writes the 1/denom-scaled
-// image as RGB24 rows of exactly 3*w bytes at the start of dst.
+// image as RGB24 rows of exactly 3*w bytes at the start of dst; scales
+// says whether it decodes at 1/2, 1/4 and 1/8.
 type backend interface {
 	header(src []byte) (Header, error)
 	decode(dst, src []byte, denom int) (w, h int, err error)
+	scales() bool
 	close()
 }
 
@@ -101,9 +134,37 @@ func New(opts Options) (*Decoder, error) {
 			want, forced = Std, EnvBackend+"="+e
 		case "turbojpeg", TurboJPEG:
 			want, forced = TurboJPEG, EnvBackend+"="+e
+		case "nvjpeg", NVJPEG:
+			want, forced = NVJPEG, EnvBackend+"="+e
 		default:
-			return nil, fmt.Errorf("jpeg: %s=%q: want go or turbojpeg", EnvBackend, e)
+			return nil, fmt.Errorf("jpeg: %s=%q: want go, turbojpeg or nvjpeg", EnvBackend, e)
 		}
+	}
+	var gpuWhy string // why nvJPEG, wanted by Auto, does not serve
+	if want == NVJPEG || (want == Auto && opts.GPU != nil) {
+		g := opts.GPU
+		if g == nil {
+			g = &GPU{}
+		}
+		s, path, err := acquireNV(g.Library, g.Device, !g.NoHardware)
+		if err == nil {
+			b := &nvBackend{s: s, direct: g.Direct}
+			b.req.done = make(chan struct{}, 1)
+			b.req.stage.d = s.dev
+			kind := "hybrid backend (Huffman on the CPU, IDCT and colour on the GPU)"
+			if s.dev.hw {
+				kind = fmt.Sprintf("hardware JPEG engines (%d) for batches, hybrid backend for what they refuse", s.dev.engines)
+			}
+			why := fmt.Sprintf("loaded %s %s on CUDA device %d: %s", path, s.dev.version, g.Device, kind)
+			if forced != "" {
+				why = forced + ", " + why
+			}
+			return &Decoder{b: b, info: Backend{Name: NVJPEG, Why: why}}, nil
+		}
+		if want == NVJPEG {
+			return nil, err
+		}
+		gpuWhy = err.Error() + "; "
 	}
 	lib := opts.Library
 	if lib == "" {
@@ -119,7 +180,7 @@ func New(opts Options) (*Decoder, error) {
 	case TurboJPEG, Auto:
 		t, err := loadTurbo(lib)
 		if err == nil {
-			why := "loaded " + t.path
+			why := gpuWhy + "loaded " + t.path
 			if forced != "" {
 				why = forced + ", " + why
 			}
@@ -132,14 +193,22 @@ func New(opts Options) (*Decoder, error) {
 		if errors.Is(err, errNoCgo) {
 			fix = "build edged with cgo (CGO_ENABLED=1) to load libjpeg-turbo"
 		}
-		return &Decoder{b: stdBackend{}, info: Backend{Name: Std, Why: err.Error(),
+		return &Decoder{b: stdBackend{}, info: Backend{Name: Std, Why: gpuWhy + err.Error(),
 			Warning: "MJPEG is decoded with image/jpeg, several times slower than libjpeg-turbo: " + fix}}, nil
 	}
-	return nil, fmt.Errorf("jpeg: backend %q: want %s, %s or %s", want, Auto, TurboJPEG, Std)
+	return nil, fmt.Errorf("jpeg: backend %q: want %s, %s, %s or %s", want, Auto, NVJPEG, TurboJPEG, Std)
 }
 
 // Backend says which decoder serves and why.
 func (d *Decoder) Backend() Backend { return d.info }
+
+// Scales reports whether the backend decodes at 1/2, 1/4 and 1/8 (nvJPEG
+// decodes at full scale only; the GPU's resize is cheap).
+func (d *Decoder) Scales() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.b != nil && d.b.scales()
+}
 
 // Header reads the image size from the frame's SOF.
 func (d *Decoder) Header(src []byte) (Header, error) {

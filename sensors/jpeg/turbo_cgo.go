@@ -188,3 +188,5 @@ func (t *turbo) close() {
 		t.h = nil
 	}
 }
+
+func (t *turbo) scales() bool { return true }

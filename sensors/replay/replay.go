@@ -111,6 +111,17 @@ func (s *Source) SetDecodeTarget(w, h int, resize string) string {
 	return s.mj.Describe(s.fr.hdr.Format.Width, s.fr.hdr.Format.Height)
 }
 
+// DecodeLine names the MJPEG decoder, the scale and why, once Start has
+// found an MJPEG file ("" before, and for other files).
+func (s *Source) DecodeLine() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mj == nil || !s.mjOpen {
+		return ""
+	}
+	return s.mj.Describe(s.fr.hdr.Format.Width, s.fr.hdr.Format.Height)
+}
+
 // decoder makes the JPEG decoder on first use.
 func (s *Source) decoder() (*mjpeg.Decoder, error) {
 	if s.mj == nil {

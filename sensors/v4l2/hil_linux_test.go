@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
@@ -223,6 +224,12 @@ func TestHILMJPEG(t *testing.T) {
 	o := hilOptions(t)
 	if o.Pixel != sensors.MJPEG {
 		t.Skip("EDGED_HIL_FORMAT is not MJPEG")
+	}
+	// EDGED_HIL_JPEG=nvjpeg decodes on the GPU (Jetson Orin's JPEG
+	// engines) into host memory, as the daemon does with managed slots
+	// on a concurrentManagedAccess = 0 device.
+	if os.Getenv("EDGED_HIL_JPEG") == "nvjpeg" {
+		o.JPEG = jpeg.Options{Backend: jpeg.NVJPEG, GPU: &jpeg.GPU{}}
 	}
 	s, err := New(o)
 	if err != nil {

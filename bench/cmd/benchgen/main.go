@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -47,7 +50,7 @@ func main() {
 	n := flag.Int("n", 16, "frames per replay file")
 	seed := flag.Uint64("seed", 1, "seed of the noisy frames, the flat colours and the model weights")
 	sizes := flag.String("sizes", "1920x1080,3840x2160", "frame sizes, comma-separated WxH")
-	kinds := flag.String("kinds", "noisy,flat", "frame kinds, comma-separated (noisy, flat)")
+	kinds := flag.String("kinds", "noisy,flat", "frame kinds, comma-separated (noisy, flat; mjpeg: natural-looking scenes as a camera's MJPEG, quality 85)")
 	inSize := flag.Int("input-size", onnxmodel.Size, "model input width and height")
 	flag.Parse()
 	if err := run(*out, *n, *seed, *sizes, *kinds, *inSize); err != nil {
@@ -84,10 +87,14 @@ func run(out string, n int, seed uint64, sizes, kinds string, inSize int) error 
 		}
 		for _, kind := range strings.Split(kinds, ",") {
 			kind = strings.TrimSpace(kind)
-			if kind != "noisy" && kind != "flat" {
-				return fmt.Errorf("frame kind %q (want noisy or flat)", kind)
+			if kind != "noisy" && kind != "flat" && kind != "mjpeg" {
+				return fmt.Errorf("frame kind %q (want noisy, flat or mjpeg)", kind)
 			}
-			in := Input{Name: fmt.Sprintf("%s-%dx%d", kind, w, h), Kind: kind, Width: w, Height: h, Format: "YUYV", Frames: n}
+			format := "YUYV"
+			if kind == "mjpeg" {
+				format = "MJPEG"
+			}
+			in := Input{Name: fmt.Sprintf("%s-%dx%d", kind, w, h), Kind: kind, Width: w, Height: h, Format: format, Frames: n}
 			in.Path = in.Name + ".edgedraw"
 			path := filepath.Join(out, in.Path)
 			if err := writeFile(path, func(f *os.File) error { return writeFrames(f, in, seed) }); err != nil {
@@ -152,6 +159,9 @@ func writeFile(path string, fill func(*os.File) error) error {
 // delta is 0: replay plays the file without pacing (its fps = 0 keeps the
 // recorded pace, which is none).
 func writeFrames(f *os.File, in Input, seed uint64) error {
+	if in.Kind == "mjpeg" {
+		return writeMJPEG(f, in, seed)
+	}
 	format := sensors.Format{Width: in.Width, Height: in.Height, Pixel: sensors.YUYV}
 	rec, err := replay.NewRecorder(f, format)
 	if err != nil {
@@ -184,4 +194,73 @@ func writeFrames(f *os.File, in Input, seed uint64) error {
 		}
 	}
 	return rec.Flush()
+}
+
+// writeMJPEG records frames as a UVC camera sends MJPEG: JPEG of quality
+// 85 without Huffman tables (the decoder inserts the standard ones), of a
+// natural-looking scene (smooth gradients, a moving disc and bar, sensor
+// noise of a few levels), not of noise, which JPEG codes unlike a camera.
+func writeMJPEG(f *os.File, in Input, seed uint64) error {
+	format := sensors.Format{Width: in.Width, Height: in.Height, Pixel: sensors.MJPEG}
+	rec, err := replay.NewRecorder(f, format)
+	if err != nil {
+		return err
+	}
+	w, h := in.Width, in.Height
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	var buf bytes.Buffer
+	for i := range in.Frames {
+		var key [32]byte
+		binary.LittleEndian.PutUint64(key[0:], seed)
+		binary.LittleEndian.PutUint64(key[8:], uint64(i))
+		copy(key[16:], "mjpeg")
+		rng := rand.New(rand.NewChaCha8(key))
+		cx, cy, r := w/4+i*w/(2*in.Frames), h/2, h/5
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				c := [3]int{40 + 180*x/w, 30 + 200*y/h, 200 - 150*(x+y)/(w+h)}
+				if dx, dy := x-cx, y-cy; dx*dx+dy*dy < r*r {
+					c = [3]int{230, 40, 50}
+				}
+				if x > w*3/5 && x < w*4/5 && y > h/5+i*h/(4*in.Frames) && y < h*4/5 {
+					c = [3]int{250, 250, 245}
+				}
+				o := 4 * (y*w + x)
+				for k := range 3 {
+					v := c[k] + rng.IntN(7) - 3
+					img.Pix[o+k] = uint8(min(max(v, 0), 255))
+				}
+				img.Pix[o+3] = 255
+			}
+		}
+		buf.Reset()
+		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
+			return err
+		}
+		frame, err := withoutDHT(buf.Bytes())
+		if err != nil {
+			return err
+		}
+		if err := rec.WriteFrame(frame, 0, 0); err != nil {
+			return err
+		}
+	}
+	return rec.Flush()
+}
+
+// withoutDHT drops the DHT segments before the first SOS.
+func withoutDHT(src []byte) ([]byte, error) {
+	out := []byte{0xff, 0xd8}
+	for i := 2; i+4 <= len(src); {
+		m := src[i+1]
+		if m == 0xda {
+			return append(out, src[i:]...), nil
+		}
+		n := int(src[i+2])<<8 | int(src[i+3])
+		if m != 0xc4 {
+			out = append(out, src[i:i+2+n]...)
+		}
+		i += 2 + n
+	}
+	return nil, fmt.Errorf("benchgen: no SOS in an encoded frame")
 }

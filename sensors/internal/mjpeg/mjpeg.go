@@ -10,8 +10,9 @@ import (
 
 // Decoder decodes one source's MJPEG frames into slots.
 type Decoder struct {
-	opts jpeg.Options
-	info jpeg.Backend
+	opts   jpeg.Options
+	info   jpeg.Backend
+	scales bool // the backend decodes at 1/2, 1/4, 1/8
 
 	decMu sync.Mutex
 	dec   *jpeg.Decoder // nil after Close until the next Decode
@@ -25,13 +26,14 @@ type Decoder struct {
 	haveCached bool
 }
 
-// New makes the decoder (libjpeg-turbo, else image/jpeg; see jpeg.New).
+// New makes the decoder (nvJPEG when o.GPU is set, else libjpeg-turbo,
+// else image/jpeg; see jpeg.New).
 func New(o jpeg.Options) (*Decoder, error) {
 	d, err := jpeg.New(o)
 	if err != nil {
 		return nil, err
 	}
-	return &Decoder{opts: o, info: d.Backend(), dec: d}, nil
+	return &Decoder{opts: o, info: d.Backend(), scales: d.Scales(), dec: d}, nil
 }
 
 // Backend says which decoder serves.
@@ -56,6 +58,9 @@ func (d *Decoder) Scale(fw, fh int) (int, string) {
 func (d *Decoder) scale(fw, fh int) (int, string) {
 	if !d.haveCached || fw != d.fw || fh != d.fh {
 		d.denom, d.why = jpeg.ChooseScale(fw, fh, d.tw, d.th, d.resize)
+		if !d.scales {
+			d.denom, d.why = 1, "1/1: "+d.info.Name+" decodes at full scale only; the GPU's resize reads the whole frame"
+		}
 		d.fw, d.fh, d.haveCached = fw, fh, true
 	}
 	return d.denom, d.why
