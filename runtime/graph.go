@@ -384,7 +384,7 @@ func LoadOptions(mc *config.Model, pc *config.Pipeline, alloc umem.Allocator) tr
 		return o
 	}
 	if pp := pc.Preprocess; pp.Width > 0 && pp.Height > 0 {
-		o.Shapes = map[string][]int64{pp.Input: {1, 3, int64(pp.Height), int64(pp.Width)}}
+		o.Image = &trt.ImageShape{Input: pp.Input, Height: int64(pp.Height), Width: int64(pp.Width), Layout: pp.Layout}
 	}
 	return o
 }

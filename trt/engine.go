@@ -193,6 +193,9 @@ type LoadOptions struct {
 	Alloc umem.Allocator
 	// Shapes fixes dynamic input dimensions, by input name.
 	Shapes map[string][]int64
+	// Image fixes the dynamic dimensions of the image input (one not in
+	// Shapes) from the size preprocessing produces; nil: none.
+	Image *ImageShape
 	// Threads bounds CPU threads of CPU backends; 0 picks the backend default.
 	Threads int
 }
@@ -221,4 +224,46 @@ func (s Signature) String() string {
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// ImageShape is the image size a pipeline feeds an engine whose image
+// input has dynamic dimensions (e.g. an ONNX export with [1,3,?,?] or
+// [?,?,?,3]), from preprocess.width, height, input and layout.
+type ImageShape struct {
+	Input         string // the input's name; "" = the engine's first input
+	Height, Width int64
+	Layout        string // "nchw", "nhwc", or "" / "auto": from the model's fixed dimensions
+}
+
+// Resolve returns the full shape of input name (the engine's first input
+// when first) declared with dims (negative = dynamic), or nil when s does
+// not apply: another input, not 4-D, or nothing dynamic. A dynamic batch
+// is 1, a dynamic channel count 3, and a batch or channel count the model
+// fixes is kept; the channel axis is where the layout says, else axis 3
+// when only it is fixed to 1 or 3, else axis 1. Height and width are
+// always s's, so the backend's own check reports a size the model fixes
+// otherwise.
+func (s *ImageShape) Resolve(name string, first bool, dims []int64) []int64 {
+	if s == nil || len(dims) != 4 || (s.Input != name && (s.Input != "" || !first)) {
+		return nil
+	}
+	dynamic := false
+	for _, d := range dims {
+		dynamic = dynamic || d < 0
+	}
+	if !dynamic {
+		return nil
+	}
+	isC := func(d int64) bool { return d == 1 || d == 3 }
+	nhwc := s.Layout == "nhwc" || (s.Layout != "nchw" && isC(dims[3]) && !isC(dims[1]))
+	pick := func(d, v int64) int64 {
+		if d >= 0 {
+			return d
+		}
+		return v
+	}
+	if nhwc {
+		return []int64{pick(dims[0], 1), s.Height, s.Width, pick(dims[3], 3)}
+	}
+	return []int64{pick(dims[0], 1), pick(dims[1], 3), s.Height, s.Width}
 }

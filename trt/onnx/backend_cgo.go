@@ -101,11 +101,11 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	inSpecs, err := specs(name, "input", inInfo, opts.Shapes)
+	inSpecs, err := specs(name, "input", inInfo, opts.Shapes, opts.Image)
 	if err != nil {
 		return nil, err
 	}
-	outSpecs, err := specs(name, "output", outInfo, nil)
+	outSpecs, err := specs(name, "output", outInfo, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func ortType(d trt.DataType) ort.TensorElementDataType {
 
 // specs converts ONNX Runtime's I/O description, fixing dynamic dimensions
 // from shapes (inputs only).
-func specs(model, kind string, info []ort.InputOutputInfo, shapes map[string][]int64) ([]trt.TensorSpec, error) {
+func specs(model, kind string, info []ort.InputOutputInfo, shapes map[string][]int64, image *trt.ImageShape) ([]trt.TensorSpec, error) {
 	if len(info) == 0 {
 		return nil, fmt.Errorf("%w: onnx: model %q has no %ss", trt.ErrEngineInvalid, model, kind)
 	}
@@ -205,7 +205,11 @@ func specs(model, kind string, info []ort.InputOutputInfo, shapes map[string][]i
 		}
 		s := trt.TensorSpec{Name: in.Name, Type: dt, Shape: append([]int64(nil), in.Dimensions...)}
 		if s.Elements() < 0 && kind == "input" {
-			if err := fix(model, kind, &s, shapes[in.Name]); err != nil {
+			want := shapes[in.Name]
+			if want == nil {
+				want = image.Resolve(in.Name, i == 0, s.Shape)
+			}
+			if err := fix(model, kind, &s, want); err != nil {
 				return nil, err
 			}
 		}
@@ -221,7 +225,7 @@ func specs(model, kind string, info []ort.InputOutputInfo, shapes map[string][]i
 func fix(model, kind string, s *trt.TensorSpec, want []int64) error {
 	kind = fmt.Sprintf("%s %q (%s)", kind, s.Name, s)
 	if want == nil {
-		return fmt.Errorf("%w: onnx: model %q %s has dynamic dimensions (?): give its full shape in the pipeline's configuration",
+		return fmt.Errorf("%w: onnx: model %q %s has dynamic dimensions (?): set preprocess.width and preprocess.height (and preprocess.input if it is not the first input) in the pipeline's configuration",
 			trt.ErrSignature, model, kind)
 	}
 	if len(want) != len(s.Shape) {

@@ -246,6 +246,15 @@ func TestDynamicBatch(t *testing.T) {
 	if err := trt.SignatureOf(e).Check(demomodel.Options{}.Signature()); err != nil {
 		t.Fatalf("resolved signature: %v", err)
 	}
+	// The pipeline's image size, without naming the input (preprocess
+	// width and height alone): the first input, batch 1.
+	ei := load(t, model, trt.LoadOptions{Image: &trt.ImageShape{Height: 64, Width: 64}})
+	if err := trt.SignatureOf(ei).Check(demomodel.Options{}.Signature()); err != nil {
+		t.Fatalf("signature resolved from the image size: %v", err)
+	}
+	if _, err := ortBackend(t).Load(context.Background(), model, trt.LoadOptions{Image: &trt.ImageShape{Height: 32, Width: 64}}); !errors.Is(err, trt.ErrSignature) {
+		t.Errorf("an image size the model does not take: %v, want ErrSignature", err)
+	}
 	runScenes(t, e, demomodel.Options{})
 
 	e2 := load(t, model, trt.LoadOptions{Shapes: map[string][]int64{"image": {2, 3, 64, 64}}})

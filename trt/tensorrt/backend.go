@@ -289,12 +289,12 @@ func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
 	if err := unknownShapes(opts.Shapes, ins); err != nil {
 		return err
 	}
-	for _, d := range ins {
+	for i, d := range ins {
 		dt, err := d.check()
 		if err != nil {
 			return err
 		}
-		shape, err := d.resolveInput(opts.Shapes)
+		shape, err := d.resolveInput(opts.Shapes, opts.Image, i == 0)
 		if err != nil {
 			return err
 		}

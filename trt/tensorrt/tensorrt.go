@@ -249,10 +249,16 @@ func (d tensorDesc) check() (trt.DataType, error) {
 }
 
 // resolveInput fixes the dynamic dimensions of an input: from shapes[name]
-// when given, else the profile's opt shape. The result must lie within the
-// profile's min and max.
-func (d tensorDesc) resolveInput(shapes map[string][]int64) ([]int64, error) {
+// when given, else from the pipeline's image size (image, for the input
+// it names or the first), else the profile's opt shape. The result must
+// lie within the profile's min and max.
+func (d tensorDesc) resolveInput(shapes map[string][]int64, image *trt.ImageShape, first bool) ([]int64, error) {
 	want, given := shapes[d.Name]
+	if !given {
+		if s := image.Resolve(d.Name, first, d.Dims); s != nil {
+			want, given = s, true
+		}
+	}
 	dynamic := slices.ContainsFunc(d.Dims, func(v int64) bool { return v < 0 })
 	if !given {
 		if !dynamic {

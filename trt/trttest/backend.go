@@ -86,11 +86,15 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	}
 	e := &Engine{b: b, spec: spec}
 	in, out := spec.tensors()
-	for _, ts := range in {
+	for k, ts := range in {
 		ts.Shape = append([]int64(nil), ts.Shape...)
+		want := opts.Shapes[ts.Name]
+		if want == nil {
+			want = opts.Image.Resolve(ts.Name, k == 0, ts.Shape)
+		}
 		for i, d := range ts.Shape {
-			if d < 0 && i < len(opts.Shapes[ts.Name]) {
-				ts.Shape[i] = opts.Shapes[ts.Name][i]
+			if d < 0 && i < len(want) {
+				ts.Shape[i] = want[i]
 			}
 		}
 		if ts.Elements() < 0 {
