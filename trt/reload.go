@@ -185,8 +185,10 @@ type Reloader struct {
 
 	txMu       sync.Mutex // serialises Load and checks; guards the fields below
 	w          watcher
-	watching   bool // r.dir is watched
-	pwatching  bool // r.pdir is watched
+	watching   bool        // r.dir is watched
+	pwatching  bool        // r.pdir is watched
+	watchedDir os.FileInfo // r.dir when its watch was added, nil if unknown
+	watchedP   os.FileInfo // r.pdir when its watch was added
 	extraDir   string
 	polling    bool
 	last       fileKey
@@ -823,6 +825,9 @@ func (r *Reloader) ensureWatch() {
 	}
 	if r.w != nil {
 		r.watchParent()
+		if r.watching && moved(r.watchedDir, r.dir) {
+			r.dirLost.Store(true)
+		}
 		if r.dirLost.Swap(false) && r.watching {
 			// The folder was renamed, removed or replaced (a folder or a
 			// symlink renamed over its name): the watch follows the old
@@ -834,6 +839,7 @@ func (r *Reloader) ensureWatch() {
 			r.watching = false
 		}
 		if !r.watching {
+			fi, _ := os.Stat(r.dir) // before Add: a swap in between shows at the next check
 			if e := r.w.Add(r.dir); e != nil {
 				// A folder that is missing while the folder above is
 				// watched is not a reason to poll: its return (the
@@ -842,7 +848,7 @@ func (r *Reloader) ensureWatch() {
 					err = watchHint("cannot watch folder "+r.dir, e)
 				}
 			} else {
-				r.watching = true
+				r.watching, r.watchedDir = true, fi
 			}
 		}
 		if r.watching {
@@ -871,13 +877,30 @@ func (r *Reloader) watchParent() {
 	if r.pdir == r.dir {
 		return // the model's folder is /
 	}
+	if r.pwatching && moved(r.watchedP, r.pdir) {
+		r.pdirLost.Store(true)
+	}
 	if r.pdirLost.Swap(false) && r.pwatching {
 		r.w.Remove(r.pdir) // fails when fsnotify already dropped it
 		r.pwatching = false
 	}
-	if !r.pwatching && r.w.Add(r.pdir) == nil {
-		r.pwatching = true
+	if !r.pwatching {
+		fi, _ := os.Stat(r.pdir) // before Add: a swap in between shows at the next check
+		if r.w.Add(r.pdir) == nil {
+			r.pwatching, r.watchedP = true, fi
+		}
 	}
+}
+
+// moved reports whether path no longer leads to the folder fi described:
+// it was replaced higher up than the folders watched (no event says so;
+// the rescan finds it), so the watches follow the old folders.
+func moved(fi os.FileInfo, path string) bool {
+	if fi == nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err != nil || !os.SameFile(fi, now)
 }
 
 // watchResolved also watches the folder the symlinked model file lives in,

@@ -204,3 +204,30 @@ func TestReloadFolderGoneAndBack(t *testing.T) {
 		t.Errorf("stats %+v: polling", s)
 	}
 }
+
+// TestReloadSwapHigherUp: the folder two levels above the model file is
+// swapped (top/models/model.onnx, top renamed to top.old, which stays,
+// and top.new renamed to top). The folder above the model's folder reports its own move; then the
+// model's folder watch must follow the new folder too, or a later
+// replacement of the file there goes unseen (rescans are off here).
+func TestReloadSwapHigherUp(t *testing.T) {
+	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Path = "top/models/model.onnx" })
+	mkModelDir(t, h, "top/models", model(1))
+	h.note(model(1), true)
+	h.start(nil)
+	h.settled()
+	mkModelDir(t, h, "top.new/models", model(2))
+	h.note(model(2), true)
+	if err := os.Rename(filepath.Join(h.dir, "top"), filepath.Join(h.dir, "top.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(h.dir, "top.new"), filepath.Join(h.dir, "top")); err != nil {
+		t.Fatal(err)
+	}
+	h.op() // top.old stays: a rollback slot
+	h.expect(trt.OutcomeReloaded)
+	h.wantServing(2, 2)
+	h.replace("top/models/model.onnx", model(3))
+	h.expect(trt.OutcomeReloaded)
+	h.wantServing(3, 3)
+}
