@@ -39,7 +39,9 @@ type Target struct {
 // ReloaderOptions configure a Reloader.
 type ReloaderOptions struct {
 	// Path is the model file. It may be a symlink, followed on every
-	// check.
+	// check; its folder may be a symlink too, or be replaced whole (a
+	// rename of another folder or symlink over its name): the folder
+	// above is watched for that.
 	Path string
 	// Model names the model in events and errors; "" means the file name.
 	Model string
