@@ -39,7 +39,9 @@ type Target struct {
 // ReloaderOptions configure a Reloader.
 type ReloaderOptions struct {
 	// Path is the model file. It may be a symlink, followed on every
-	// check.
+	// check; its folder may be a symlink too, or be replaced whole (a
+	// rename of another folder or symlink over its name): the folder
+	// above is watched for that.
 	Path string
 	// Model names the model in events and errors; "" means the file name.
 	Model string
@@ -146,8 +148,9 @@ func preRejected(err error) bool { return RejectReason(err) != ReasonOther }
 // and reloads on change; every reload is a transaction that either
 // installs a validated, warmed-up engine or leaves the serving one alone.
 //
-// Changes are found by fsnotify on the parent folder (never on the file),
-// a periodic rescan and Trigger. A file is read only once it has been
+// Changes are found by fsnotify on the parent folder (never on the file)
+// and on the folder above it (where a swap of the whole folder, or of a
+// symlink to it, shows), a periodic rescan and Trigger. A file is read only once it has been
 // quiet for Debounce and its stat stayed the same across Settle; it is read
 // once, and the same bytes are hashed and loaded. Content identical to the
 // serving engine's is skipped; content that was rejected is quarantined
@@ -158,6 +161,7 @@ type Reloader struct {
 	model    string
 	path     string // absolute, clean
 	dir      string // filepath.Dir(path)
+	pdir     string // filepath.Dir(dir): watched too, to see dir replaced
 	targets  []*target
 	stage    StageOptions
 	onEvent  func(ReloadEvent)
@@ -173,6 +177,7 @@ type Reloader struct {
 	full     atomic.Bool
 	linked   atomic.Bool
 	dirLost  atomic.Bool
+	pdirLost atomic.Bool
 	resolved atomic.Pointer[string]
 
 	startOnce  sync.Once
@@ -182,7 +187,10 @@ type Reloader struct {
 
 	txMu       sync.Mutex // serialises Load and checks; guards the fields below
 	w          watcher
-	watching   bool // r.dir is watched
+	watching   bool        // r.dir is watched
+	pwatching  bool        // r.pdir is watched
+	watchedDir os.FileInfo // r.dir when its watch was added, nil if unknown
+	watchedP   os.FileInfo // r.pdir when its watch was added
 	extraDir   string
 	polling    bool
 	last       fileKey
@@ -242,6 +250,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		model:      opts.Model,
 		path:       abs,
 		dir:        filepath.Dir(abs),
+		pdir:       filepath.Dir(filepath.Dir(abs)),
 		stage:      StageOptions{Backend: opts.Backend, Budget: opts.Budget, Gate: opts.Gate, WarmupTimeout: opts.WarmupTimeout},
 		onEvent:    opts.OnEvent,
 		kick:       make(chan struct{}, 1),
@@ -817,14 +826,31 @@ func (r *Reloader) ensureWatch() {
 		}
 	}
 	if r.w != nil {
-		if r.dirLost.Swap(false) {
+		r.watchParent()
+		if r.watching && moved(r.watchedDir, r.dir) {
+			r.dirLost.Store(true)
+		}
+		if r.dirLost.Swap(false) && r.watching {
+			// The folder was renamed, removed or replaced (a folder or a
+			// symlink renamed over its name): the watch follows the old
+			// folder, if it still exists. Drop it; the name is watched
+			// again below, wherever it leads now. Remove fails when
+			// fsnotify already dropped the watch (the folder moved or was
+			// deleted); there is nothing to undo then.
+			r.w.Remove(r.dir)
 			r.watching = false
 		}
 		if !r.watching {
+			fi, _ := os.Stat(r.dir) // before Add: a swap in between shows at the next check
 			if e := r.w.Add(r.dir); e != nil {
-				err = watchHint("cannot watch folder "+r.dir, e)
+				// A folder that is missing while the folder above is
+				// watched is not a reason to poll: its return (the
+				// second rename of a folder swap) is an event there.
+				if !missing(e) || !r.pwatching {
+					err = watchHint("cannot watch folder "+r.dir, e)
+				}
 			} else {
-				r.watching = true
+				r.watching, r.watchedDir = true, fi
 			}
 		}
 		if r.watching {
@@ -844,13 +870,54 @@ func (r *Reloader) ensureWatch() {
 	}
 }
 
+// watchParent watches the folder above the model's folder, best effort:
+// a rename of the model's folder, or of a symlink to it, over its name (an
+// OTA folder swap, an A/B symlink flip) is an event there and nowhere
+// else. Without it such a swap is found by the rescan only. Called with
+// txMu held.
+func (r *Reloader) watchParent() {
+	if r.pdir == r.dir {
+		return // the model's folder is /
+	}
+	if r.pwatching && moved(r.watchedP, r.pdir) {
+		r.pdirLost.Store(true)
+	}
+	if r.pdirLost.Swap(false) && r.pwatching {
+		r.w.Remove(r.pdir) // fails when fsnotify already dropped it
+		r.pwatching = false
+	}
+	if !r.pwatching {
+		fi, _ := os.Stat(r.pdir) // before Add: a swap in between shows at the next check
+		if r.w.Add(r.pdir) == nil {
+			r.pwatching, r.watchedP = true, fi
+		}
+	}
+}
+
+// moved reports whether path no longer leads to the folder fi described:
+// it was replaced higher up than the folders watched (no event says so;
+// the rescan finds it), so the watches follow the old folders.
+func moved(fi os.FileInfo, path string) bool {
+	if fi == nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err != nil || !os.SameFile(fi, now)
+}
+
 // watchResolved also watches the folder the symlinked model file lives in,
 // when that is not the model path's folder, so in-place changes there are
-// seen too.
+// seen too. A folder that is already watched under another name (the
+// target of a symlinked model folder, the folder above) is left alone:
+// inotify gives the same watch for it, and removing it under one name
+// would remove it under the other.
 func (r *Reloader) watchResolved() {
 	want := ""
-	if p := r.resolved.Load(); p != nil && filepath.Dir(*p) != r.dir {
+	if p := r.resolved.Load(); p != nil && filepath.Dir(*p) != r.dir && filepath.Dir(*p) != r.pdir {
 		want = filepath.Dir(*p)
+		if sameDir(want, r.dir) || r.pwatching && sameDir(want, r.pdir) {
+			want = ""
+		}
 	}
 	if want == r.extraDir {
 		return
@@ -862,4 +929,14 @@ func (r *Reloader) watchResolved() {
 	if want != "" && r.w.Add(want) == nil {
 		r.extraDir = want
 	}
+}
+
+// sameDir reports whether paths a and b lead to the same folder.
+func sameDir(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

@@ -64,6 +64,9 @@ func newHarness(t *testing.T, edit func(*trt.ReloaderOptions)) *harness {
 	if edit != nil {
 		edit(&h.opts)
 	}
+	if h.opts.Path != "" { // a path relative to the harness folder
+		h.path = filepath.Join(dir, h.opts.Path)
+	}
 	h.opts.Path = h.path
 	if h.opts.Backend == nil {
 		h.opts.Backend = h.be

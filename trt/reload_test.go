@@ -312,9 +312,11 @@ func TestReloadPollingFallback(t *testing.T) {
 }
 
 func TestReloadWatchesFolderAgain(t *testing.T) {
-	// The model folder disappears and comes back: the reloader polls
-	// meanwhile and watches again afterwards.
+	// The model folder disappears and comes back, and the folder above
+	// cannot be watched: the reloader polls meanwhile and watches again
+	// afterwards.
 	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Poll = 200 * time.Millisecond })
+	h.r.UseWatcher(refusing(filepath.Dir(h.dir)))
 	h.start(model(1))
 	h.settled()
 	if err := os.RemoveAll(h.dir); err != nil {

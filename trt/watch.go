@@ -100,10 +100,19 @@ func (r *Reloader) relevant(ev fsnotify.Event) bool {
 	case name == r.path:
 		return true
 	case name == r.dir:
-		// The watched folder itself was removed or renamed: its watch
-		// is gone, re-add it at the next check.
-		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		// The watched folder itself was removed or renamed (its own
+		// watch says so), or another folder or a symlink was renamed
+		// over its name (the folder above says Create): the watch is
+		// gone or follows the old folder, re-add it at the next check.
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Create) {
 			r.dirLost.Store(true)
+		}
+		return true
+	case name == r.pdir:
+		// The folder above was removed or renamed: so was the model's
+		// path.
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			r.pdirLost.Store(true)
 		}
 		return true
 	case r.linked.Load() && filepath.Dir(name) == r.dir:
