@@ -52,6 +52,7 @@ type daemon struct {
 	// /metrics; reloadSeconds times reload transactions by model and result.
 	reg           *prometheus.Registry
 	reloadSeconds *prometheus.HistogramVec
+	metricsErrs   rateLog // scrapes that could not gather everything
 
 	// mu protects the fields below. They are written only by the run
 	// goroutine (start, SIGHUP reloads, stop), which may read them without

@@ -96,10 +96,13 @@ func (d *daemon) newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// slogPrinter hands promhttp's errors to the daemon's log.
+// slogPrinter hands promhttp's errors to the daemon's log, at most one
+// line per 10 s: a scraper decides how often they happen.
 type slogPrinter struct{ d *daemon }
 
-func (p slogPrinter) Println(v ...any) { p.d.log.Warn("metrics", "err", fmt.Sprint(v...)) }
+func (p slogPrinter) Println(v ...any) {
+	p.d.metricsErrs.log(p.d.log, "metrics: scrape incomplete", "err", fmt.Sprint(v...))
+}
 
 // serveMetrics serves the registry on /metrics (Prometheus text, or
 // OpenMetrics or protobuf when the scraper asks for it), and /livez and
