@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt"
@@ -45,6 +47,12 @@ type daemon struct {
 	reloadReq chan reloadRequest
 	engineReq chan struct{}
 	fatalErr  chan error // an unrecoverable failure: stop and exit 1
+
+	// reg is the daemon's metrics registry (metrics.go), served on
+	// /metrics; reloadSeconds times reload transactions by model and result.
+	reg           *prometheus.Registry
+	reloadSeconds *prometheus.HistogramVec
+	metricsErrs   rateLog // scrapes that could not gather everything
 
 	// mu protects the fields below. They are written only by the run
 	// goroutine (start, SIGHUP reloads, stop), which may read them without
@@ -89,6 +97,10 @@ func New(opts Options) (*Daemon, error) {
 		stalled:   map[string]bool{},
 	}
 	d.graph = newGraph(d, opts.Config) // never nil: empty until Run builds it
+	d.reloadSeconds = prometheus.NewHistogramVec(histogramOpts("edged_engine_reload_seconds",
+		"Hot-reload transactions that staged an engine, from reading the file to the outcome, by model and result (ok, or the rejection reason).",
+		reloadBuckets, nil), []string{"model", "result"})
+	d.reg = d.newRegistry()
 	return &Daemon{d}, nil
 }
 

@@ -9,17 +9,105 @@ import (
 	"net/http"
 	"os"
 	goruntime "runtime"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
 )
 
-// serveMetrics serves Prometheus text on /metrics, and /livez and /readyz,
-// on daemon.metrics_listen ("host:port" or "unix:/path") until ctx is done.
+// latencyBuckets are the classic buckets (seconds) of the per-frame
+// histograms: a frame takes milliseconds, so they are dense from 0.5 ms to
+// 100 ms and sparse up to 5 s. The native (exponential) buckets beside
+// them need no choice.
+var latencyBuckets = []float64{
+	0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
+	0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5,
+}
+
+// reloadBuckets (seconds) suit a reload transaction: reading, hashing,
+// loading and warming up an engine takes from tens of milliseconds (a
+// small ONNX model) to a minute (a large TensorRT plan on a Jetson).
+var reloadBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// histogramOpts are the options every edged histogram shares: the classic
+// buckets given, and native histograms (Prometheus 2.40+, scraped with
+// protobuf) with a growth factor of 1.1 between buckets (schema 3).
+func histogramOpts(name, help string, buckets []float64, constLabels prometheus.Labels) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{
+		Name: name, Help: help, Buckets: buckets, ConstLabels: constLabels,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}
+}
+
+// pipelineMetrics are a pipeline's per-frame histograms. They are made once
+// per pipeline, with the pipeline's name bound as a label, before its first
+// frame, so a frame only observes them: no label lookup and no allocation.
+// The daemon's collector exports those of the running graph's pipelines;
+// like the pipeline's counters, they start from zero when the pipeline is
+// rebuilt.
+type pipelineMetrics struct {
+	latency   prometheus.Histogram // capture to result
+	inference prometheus.Histogram // the engine's Infer
+}
+
+func newPipelineMetrics(pipeline string) pipelineMetrics {
+	l := prometheus.Labels{"pipeline": pipeline}
+	return pipelineMetrics{
+		latency: prometheus.NewHistogram(histogramOpts("edged_latency_seconds",
+			"Capture to result latency: from the frame's capture stamp to the result handed to the sinks.", latencyBuckets, l)),
+		inference: prometheus.NewHistogram(histogramOpts("edged_inference_seconds",
+			"Inference time: the engine's run on one frame.", latencyBuckets, l)),
+	}
+}
+
+// observe records one result: it is the whole of the per-frame metrics
+// work (atomic adds and two histogram observations; no allocation).
+// Times are CLOCK_MONOTONIC ns: the frame's capture, inference start and
+// end, and the result.
+func (p *pipeline) observe(tCapture, tInfer, tInferred, tResult int64) {
+	s := &p.stats
+	s.results.Add(1)
+	s.inferN.Add(1)
+	s.inferNs.Add(tInferred - tInfer)
+	p.met.latency.Observe(float64(tResult-tCapture) / 1e9)
+	p.met.inference.Observe(float64(tInferred-tInfer) / 1e9)
+}
+
+// newRegistry builds the daemon's own registry (never the process-wide
+// default, so two daemons in one test process do not meet): the Go
+// runtime, the process, the build, and everything of edged.
+func (d *daemon) newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+		d.reloadSeconds,
+		daemonCollector{d},
+	)
+	return reg
+}
+
+// slogPrinter hands promhttp's errors to the daemon's log, at most one
+// line per 10 s: a scraper decides how often they happen.
+type slogPrinter struct{ d *daemon }
+
+func (p slogPrinter) Println(v ...any) {
+	p.d.metricsErrs.log(p.d.log, "metrics: scrape incomplete", "err", fmt.Sprint(v...))
+}
+
+// serveMetrics serves the registry on /metrics (Prometheus text, or
+// OpenMetrics or protobuf when the scraper asks for it), and /livez and
+// /readyz, on daemon.metrics_listen ("host:port" or "unix:/path") until
+// ctx is done.
 func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) {
 	network, address := "tcp", addr
 	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -33,10 +121,12 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) 
 		return nil, fmt.Errorf("metrics_listen %q: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		d.writeMetrics(w)
-	})
+	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{
+		EnableOpenMetrics: true,
+		// A collector that fails leaves out its series, not the scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slogPrinter{d},
+	}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
 		if !d.checkHealthQuiet() {
 			http.Error(w, "stalled\n", http.StatusServiceUnavailable)
@@ -87,178 +177,191 @@ func (d *daemon) checkHealthQuiet() bool {
 	return true
 }
 
-// metricWriter writes the Prometheus text format, one family at a time.
-type metricWriter struct {
-	w    io.Writer
-	seen map[string]bool
+// The descriptions of the series the daemon's collector reads at scrape
+// time. docs/OPERATIONS.md lists them; the names are edged's contract.
+var (
+	descBuildInfo      = prometheus.NewDesc("edged_build_info", "Build information; always 1.", []string{"version", "go", "arch"}, nil)
+	descReady          = prometheus.NewDesc("edged_ready", "1 once every pipeline produced a result or waits for its source.", nil, nil)
+	descGoroutines     = prometheus.NewDesc("edged_goroutines", "Goroutines in the daemon (a steady count means none leak).", nil, nil)
+	descOpenFDs        = prometheus.NewDesc("edged_open_fds", "Open file descriptors (/proc/self/fd).", nil, nil)
+	descMemAvailable   = prometheus.NewDesc("edged_system_memory_available_bytes", "MemAvailable from /proc/meminfo (on Jetson also the GPU's memory).", nil, nil)
+	descStateWrites    = prometheus.NewDesc("edged_state_writes_total", "Last-good model copies written to the state folder, by result (error: disk full, read-only; serving goes on).", []string{"result"}, nil)
+	descCaptured       = prometheus.NewDesc("edged_frames_captured_total", "Frames delivered by the source.", []string{"pipeline", "source"}, nil)
+	descDropped        = prometheus.NewDesc("edged_frames_dropped_total", "Frames dropped before inference, by reason.", []string{"pipeline", "reason"}, nil)
+	descResults        = prometheus.NewDesc("edged_results_total", "Results published.", []string{"pipeline"}, nil)
+	descInferErrors    = prometheus.NewDesc("edged_inference_errors_total", "Failed inferences.", []string{"pipeline"}, nil)
+	descPreErrors      = prometheus.NewDesc("edged_preprocess_errors_total", "Frames that failed preprocessing.", []string{"pipeline"}, nil)
+	descSourceUp       = prometheus.NewDesc("edged_source_up", "1 while a camera or serial sensor delivers.", []string{"source"}, nil)
+	descSourceStarts   = prometheus.NewDesc("edged_source_starts_total", "Successful source starts (1 + reconnects).", []string{"source"}, nil)
+	descProgressAge    = prometheus.NewDesc("edged_pipeline_progress_age_seconds", "Time since the loop last made progress (the watchdog compares it with stall_timeout).", []string{"pipeline", "loop"}, nil)
+	descCaptureMode    = prometheus.NewDesc("edged_camera_capture_mode", "1 for the V4L2 memory mode in use (userptr: zero-copy; mmap: one copy).", []string{"source", "mode"}, nil)
+	descCameraEvents   = prometheus.NewDesc("edged_camera_events_total", "V4L2 driver events: dropped frames by reason, poll timeouts, stream restarts, unplugs.", []string{"source", "event"}, nil)
+	descEngineInfo     = prometheus.NewDesc("edged_engine_info", "The engine generation serving each pipeline; always 1.", []string{"pipeline", "model", "generation", "sha256", "backend"}, nil)
+	descPoolSlots      = prometheus.NewDesc("edged_pool_slots", "Frame pool slots by state.", []string{"pipeline", "state"}, nil)
+	descReloads        = prometheus.NewDesc("edged_engine_reloads_total", "Hot-reload outcomes (ok, or the rejection reason).", []string{"model", "result"}, nil)
+	descChecks         = prometheus.NewDesc("edged_engine_checks_total", "Model file checks after debouncing.", []string{"model"}, nil)
+	descWatchPolling   = prometheus.NewDesc("edged_engine_watch_polling", "1 while file events are unavailable and the model file is polled.", []string{"model"}, nil)
+	descSensorSamples  = prometheus.NewDesc("edged_sensor_samples", "Serial sensor samples kept for matching.", []string{"source"}, nil)
+	descLinesRejected  = prometheus.NewDesc("edged_sensor_lines_rejected_total", "Serial sensor lines or packets refused, by reason (checksum, malformed, oversize).", []string{"source", "reason"}, nil)
+	descStreamClients  = prometheus.NewDesc("edged_stream_clients", "Connected socket clients.", []string{"sink"}, nil)
+	descRecordsSent    = prometheus.NewDesc("edged_sink_records_sent_total", "Records written by each sink (all clients).", []string{"sink"}, nil)
+	descRecordsDropped = prometheus.NewDesc("edged_sink_records_dropped_total", "Records dropped by each sink (slow clients, full queues, stalled ports).", []string{"sink"}, nil)
+	descDisconnects    = prometheus.NewDesc("edged_stream_disconnects_total", "Socket clients that went away, by reason (any; slow: cut off by the write deadline).", []string{"sink", "reason"}, nil)
+	descRejected       = prometheus.NewDesc("edged_stream_rejected_total", "Connections refused, by reason (any; max_clients: the sink was full).", []string{"sink", "reason"}, nil)
+	descSerialUp       = prometheus.NewDesc("edged_serial_up", "1 while the serial port is open.", []string{"sink"}, nil)
+	descSerialReopens  = prometheus.NewDesc("edged_serial_reconnects_total", "Serial port reopens.", []string{"sink"}, nil)
+	descSerialStalls   = prometheus.NewDesc("edged_serial_write_stalls_total", "Writes that stalled past the deadline.", []string{"sink"}, nil)
+)
+
+// daemonCollector reads the daemon's state when it is scraped: the
+// counters the pipelines, sources, sensors, reloaders and sinks keep as
+// atomics, gauges read from the system, and each running pipeline's
+// histograms. Nothing of it runs on the frame path. It is an unchecked
+// collector (Describe sends nothing): its series follow the running graph,
+// whose pipelines, models, sources and sinks change with a reload.
+type daemonCollector struct{ d *daemon }
+
+func (daemonCollector) Describe(chan<- *prometheus.Desc) {}
+
+// emit sends const metrics: counters, gauges and booleans (as 0 or 1).
+type emit chan<- prometheus.Metric
+
+func (e emit) counter(d *prometheus.Desc, v uint64, labels ...string) {
+	e <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 }
 
-func (m *metricWriter) family(name, typ, help string) {
-	if m.seen[name] {
-		return
-	}
-	m.seen[name] = true
-	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+func (e emit) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
-func (m *metricWriter) sample(name string, labels []string, v float64) {
-	var b strings.Builder
-	b.WriteString(name)
-	if len(labels) > 0 {
-		b.WriteByte('{')
-		for i := 0; i+1 < len(labels); i += 2 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, "%s=%q", labels[i], labels[i+1])
-		}
-		b.WriteByte('}')
-	}
-	fmt.Fprintf(m.w, "%s %g\n", b.String(), v)
-}
-
-func (m *metricWriter) counter(name, help string, v float64, labels ...string) {
-	m.family(name, "counter", help)
-	m.sample(name, labels, v)
-}
-
-func (m *metricWriter) gauge(name, help string, v float64, labels ...string) {
-	m.family(name, "gauge", help)
-	m.sample(name, labels, v)
-}
-
-func b2f(b bool) float64 {
+func (e emit) flag(d *prometheus.Desc, b bool, labels ...string) {
+	v := 0.0
 	if b {
-		return 1
+		v = 1
 	}
-	return 0
+	e.gauge(d, v, labels...)
 }
 
-func (d *daemon) writeMetrics(w io.Writer) {
-	m := &metricWriter{w: w, seen: map[string]bool{}}
+func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
+	d, e := c.d, emit(ch)
 	d.mu.Lock()
 	g, ready := d.graph, d.ready
 	sinks := make([]*sinkEntry, 0, len(d.sinks))
-	for _, e := range d.sinks {
-		sinks = append(sinks, e)
+	for _, s := range d.sinks {
+		sinks = append(sinks, s)
 	}
 	d.mu.Unlock()
-	sort.Slice(sinks, func(i, j int) bool { return sinks[i].cfg.Name < sinks[j].cfg.Name })
 
-	m.gauge("edged_build_info", "Build information.", 1, "version", Version, "go", goruntime.Version(), "arch", goruntime.GOARCH)
-	m.gauge("edged_ready", "1 once every pipeline produced a result or waits for its source.", b2f(ready))
-	m.gauge("edged_goroutines", "Goroutines in the daemon (a steady count means none leak).", float64(goruntime.NumGoroutine()))
+	e.gauge(descBuildInfo, 1, Version, goruntime.Version(), goruntime.GOARCH)
+	e.flag(descReady, ready)
+	e.gauge(descGoroutines, float64(goruntime.NumGoroutine()))
 	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
 		// Less the descriptor ReadDir itself holds open.
-		m.gauge("edged_open_fds", "Open file descriptors (/proc/self/fd).", float64(len(fds)-1))
+		e.gauge(descOpenFDs, float64(len(fds)-1))
 	}
 	if mi, err := umem.ReadMeminfo(""); err == nil {
-		m.gauge("edged_system_memory_available_bytes", "MemAvailable from /proc/meminfo (on Jetson also the GPU's memory).", float64(mi.MemAvailable))
+		e.gauge(descMemAvailable, float64(mi.MemAvailable))
 	}
 	if g != nil {
-		if lg := g.lastGood; lg != nil {
-			m.counter("edged_state_writes_total", "Last-good model copies written to the state folder, by result (error: disk full, read-only; serving goes on).", float64(lg.writes.Load()), "result", "ok")
-			m.counter("edged_state_writes_total", "", float64(lg.writeErrors.Load()), "result", "error")
+		c.collectGraph(e, g)
+	}
+	for _, s := range sinks {
+		collectSink(e, s)
+	}
+}
+
+func (c daemonCollector) collectGraph(e emit, g *graph) {
+	if lg := g.lastGood; lg != nil {
+		e.counter(descStateWrites, lg.writes.Load(), "ok")
+		e.counter(descStateWrites, lg.writeErrors.Load(), "error")
+	}
+	now := monoNow()
+	sources := map[string]bool{} // a source's series once, should two pipelines name it
+	for _, p := range g.pipelines {
+		name, s := p.cfg.Name, &p.stats
+		e.counter(descCaptured, s.captured.Load(), name, p.scfg.Name)
+		e.counter(descDropped, s.droppedStale.Load(), name, "stale")
+		e.counter(descDropped, s.droppedCorrupt.Load(), name, "corrupt")
+		e.counter(descResults, s.results.Load(), name)
+		e.counter(descInferErrors, s.inferErrors.Load(), name)
+		e.counter(descPreErrors, s.preErrors.Load(), name)
+		e.gauge(descProgressAge, float64(now-p.inferStamp.Load())/1e9, name, "inference")
+		e.gauge(descProgressAge, float64(now-p.captureStamp.Load())/1e9, name, "capture")
+		if p.met.latency != nil {
+			p.met.latency.Collect(e)
+			p.met.inference.Collect(e)
 		}
-		now := monoNow()
-		for _, p := range g.pipelines {
-			pl := []string{"pipeline", p.cfg.Name}
-			s := &p.stats
-			m.counter("edged_frames_captured_total", "Frames delivered by the source.", float64(s.captured.Load()), "pipeline", p.cfg.Name, "source", p.scfg.Name)
-			m.counter("edged_frames_dropped_total", "Frames dropped before inference, by reason.", float64(s.droppedStale.Load()), "pipeline", p.cfg.Name, "reason", "stale")
-			m.counter("edged_frames_dropped_total", "", float64(s.droppedCorrupt.Load()), "pipeline", p.cfg.Name, "reason", "corrupt")
-			m.counter("edged_results_total", "Results published.", float64(s.results.Load()), pl...)
-			m.counter("edged_inference_errors_total", "Failed inferences.", float64(s.inferErrors.Load()), pl...)
-			m.counter("edged_preprocess_errors_total", "Frames that failed preprocessing.", float64(s.preErrors.Load()), pl...)
-			m.gauge("edged_source_up", "1 while the pipeline's source delivers frames.", b2f(p.sourceUp.Load()), "source", p.scfg.Name)
-			m.counter("edged_source_starts_total", "Successful source starts (1 + reconnects).", float64(s.reconnects.Load()), "source", p.scfg.Name)
-			for _, q := range []float64{0.5, 0.9, 0.99} {
-				m.gauge("edged_latency_seconds", "Capture to result latency quantiles (bucket upper bounds).", s.latencyTotal.quantile(q)/1e9, "pipeline", p.cfg.Name, "quantile", fmt.Sprint(q))
-				m.gauge("edged_inference_seconds", "Inference time quantiles (bucket upper bounds).", s.latencyInfer.quantile(q)/1e9, "pipeline", p.cfg.Name, "quantile", fmt.Sprint(q))
-			}
-			m.gauge("edged_pipeline_progress_age_seconds", "Time since the loop last made progress (the watchdog compares it with stall_timeout).",
-				float64(now-p.inferStamp.Load())/1e9, "pipeline", p.cfg.Name, "loop", "inference")
-			m.gauge("edged_pipeline_progress_age_seconds", "", float64(now-p.captureStamp.Load())/1e9, "pipeline", p.cfg.Name, "loop", "capture")
-			if cs, ok := p.src.(interface {
-				CaptureStats() (string, map[string]uint64)
-			}); ok {
-				mode, counters := cs.CaptureStats()
-				if mode != "" {
-					m.gauge("edged_camera_capture_mode", "1 for the V4L2 memory mode in use (userptr: zero-copy; mmap: one copy).", 1, "source", p.scfg.Name, "mode", mode)
-				}
-				keys := make([]string, 0, len(counters))
-				for k := range counters {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					m.counter("edged_camera_events_total", "V4L2 driver events: dropped frames by reason, poll timeouts, stream restarts, unplugs.", float64(counters[k]), "source", p.scfg.Name, "event", k)
-				}
-			}
-			if gen := p.hot.Current(); gen != nil {
-				m.gauge("edged_engine_info", "The engine generation serving each pipeline.", 1, "pipeline", p.cfg.Name, "model", gen.Model,
-					"generation", fmt.Sprint(gen.Number), "sha256", gen.SHAPrefix(), "backend", gen.Engine.Backend())
-			}
-			if p.pool != nil {
-				st := p.pool.Stats()
-				for i, n := range st.State {
-					m.gauge("edged_pool_slots", "Frame pool slots by state.", float64(n), "pipeline", p.cfg.Name, "state", umem.SlotState(i).String())
-				}
+		if gen := p.hot.Current(); gen != nil {
+			e.gauge(descEngineInfo, 1, name, gen.Model, fmt.Sprint(gen.Number), gen.SHAPrefix(), gen.Engine.Backend())
+		}
+		if p.pool != nil {
+			for i, n := range p.pool.Stats().State {
+				e.gauge(descPoolSlots, float64(n), name, umem.SlotState(i).String())
 			}
 		}
-		for name, md := range g.models {
-			r, ok := md.watch.(*trt.Reloader)
-			if !ok {
-				continue
-			}
-			st := r.Stats()
-			m.counter("edged_engine_reloads_total", "Hot-reload outcomes.", float64(st.Reloaded), "model", name, "result", "ok")
-			reasons := make([]string, 0, len(st.RejectedBy))
-			for k := range st.RejectedBy {
-				reasons = append(reasons, k)
-			}
-			sort.Strings(reasons)
-			for _, k := range reasons {
-				m.counter("edged_engine_reloads_total", "", float64(st.RejectedBy[k]), "model", name, "result", k)
-			}
-			m.counter("edged_engine_checks_total", "Model file checks after debouncing.", float64(st.Checks), "model", name)
-			m.gauge("edged_engine_watch_polling", "1 while file events are unavailable and the model file is polled.", b2f(st.Polling), "model", name)
+		if sources[p.scfg.Name] {
+			continue
 		}
-		for name, e := range g.sensors {
-			m.gauge("edged_source_up", "", b2f(e.up.Load()), "source", name)
-			m.gauge("edged_sensor_samples", "Samples kept for matching.", float64(e.ring.Len()), "source", name)
-			if rs, ok := e.src.(interface{ RejectedLines() map[string]uint64 }); ok {
-				counts := rs.RejectedLines()
-				reasons := make([]string, 0, len(counts))
-				for k := range counts {
-					reasons = append(reasons, k)
-				}
-				sort.Strings(reasons)
-				for _, k := range reasons {
-					m.counter("edged_sensor_lines_rejected_total", "Serial sensor lines or packets refused, by reason (checksum, malformed, oversize).", float64(counts[k]), "source", name, "reason", k)
-				}
+		sources[p.scfg.Name] = true
+		e.flag(descSourceUp, p.sourceUp.Load(), p.scfg.Name)
+		e.counter(descSourceStarts, s.reconnects.Load(), p.scfg.Name)
+		if cs, ok := p.src.(interface {
+			CaptureStats() (string, map[string]uint64)
+		}); ok {
+			mode, counters := cs.CaptureStats()
+			if mode != "" {
+				e.gauge(descCaptureMode, 1, p.scfg.Name, mode)
+			}
+			for k, v := range counters {
+				e.counter(descCameraEvents, v, p.scfg.Name, k)
 			}
 		}
 	}
-	for _, e := range sinks {
-		sl := []string{"sink", e.cfg.Name}
-		switch s := e.sink.(type) {
-		case interface{ Stats() stream.SocketStats }:
-			st := s.Stats()
-			m.gauge("edged_stream_clients", "Connected socket clients.", float64(st.Clients), sl...)
-			m.counter("edged_sink_records_sent_total", "Records written by each sink (all clients).", float64(st.Sent), sl...)
-			m.counter("edged_sink_records_dropped_total", "Records dropped by each sink (slow clients, full queues).", float64(st.Dropped), sl...)
-			m.counter("edged_stream_disconnects_total", "Socket clients that went away.", float64(st.Disconnects), "sink", e.cfg.Name, "reason", "any")
-			m.counter("edged_stream_disconnects_total", "", float64(st.SlowDisconnects), "sink", e.cfg.Name, "reason", "slow")
-			m.counter("edged_stream_rejected_total", "Connections refused, by reason (any; max_clients: the sink was full).", float64(st.Rejected), "sink", e.cfg.Name, "reason", "any")
-			m.counter("edged_stream_rejected_total", "", float64(st.RejectedFull), "sink", e.cfg.Name, "reason", "max_clients")
-		case interface{ Stats() stream.SerialStats }:
-			st := s.Stats()
-			m.gauge("edged_serial_up", "1 while the serial port is open.", b2f(st.Up), sl...)
-			m.counter("edged_sink_records_sent_total", "", float64(st.Sent), sl...)
-			m.counter("edged_sink_records_dropped_total", "", float64(st.Dropped), sl...)
-			m.counter("edged_serial_reconnects_total", "Serial port reopens.", float64(st.Reconnects), sl...)
-			m.counter("edged_serial_write_stalls_total", "Writes that stalled past the deadline.", float64(st.Stalls), sl...)
+	for name, md := range g.models {
+		r, ok := md.watch.(*trt.Reloader)
+		if !ok {
+			continue
 		}
+		st := r.Stats()
+		e.counter(descReloads, st.Reloaded, name, "ok")
+		for reason, n := range st.RejectedBy {
+			e.counter(descReloads, n, name, reason)
+		}
+		e.counter(descChecks, st.Checks, name)
+		e.flag(descWatchPolling, st.Polling, name)
+	}
+	for name, se := range g.sensors {
+		if sources[name] {
+			continue
+		}
+		e.flag(descSourceUp, se.up.Load(), name)
+		e.gauge(descSensorSamples, float64(se.ring.Len()), name)
+		if rs, ok := se.src.(interface{ RejectedLines() map[string]uint64 }); ok {
+			for reason, n := range rs.RejectedLines() {
+				e.counter(descLinesRejected, n, name, reason)
+			}
+		}
+	}
+}
+
+func collectSink(e emit, s *sinkEntry) {
+	name := s.cfg.Name
+	switch k := s.sink.(type) {
+	case interface{ Stats() stream.SocketStats }:
+		st := k.Stats()
+		e.gauge(descStreamClients, float64(st.Clients), name)
+		e.counter(descRecordsSent, st.Sent, name)
+		e.counter(descRecordsDropped, st.Dropped, name)
+		e.counter(descDisconnects, st.Disconnects, name, "any")
+		e.counter(descDisconnects, st.SlowDisconnects, name, "slow")
+		e.counter(descRejected, st.Rejected, name, "any")
+		e.counter(descRejected, st.RejectedFull, name, "max_clients")
+	case interface{ Stats() stream.SerialStats }:
+		st := k.Stats()
+		e.flag(descSerialUp, st.Up, name)
+		e.counter(descRecordsSent, st.Sent, name)
+		e.counter(descRecordsDropped, st.Dropped, name)
+		e.counter(descSerialReopens, st.Reconnects, name)
+		e.counter(descSerialStalls, st.Stalls, name)
 	}
 }

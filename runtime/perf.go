@@ -40,7 +40,7 @@ func (w *perfWatch) processed(ns int64) {
 
 func (p *pipeline) perfSample(now int64) perfSample {
 	return perfSample{t: now, captured: p.stats.captured.Load(), results: p.stats.results.Load(),
-		inferN: p.stats.latencyInfer.count.Load(), inferNs: p.stats.latencyInfer.sum.Load(),
+		inferN: p.stats.inferN.Load(), inferNs: p.stats.inferNs.Load(),
 		busyNs: p.perf.busyNs.Load(), frames: p.perf.frames.Load()}
 }
 
@@ -131,4 +131,27 @@ func (p *pipeline) slowStatus() string {
 		return ""
 	}
 	return " (SLOW: " + p.perf.slow + ")"
+}
+
+// rateMeter turns a counter into a rate between successive reads.
+type rateMeter struct {
+	mu    sync.Mutex
+	lastN uint64
+	lastT int64
+	rate  float64
+}
+
+func (r *rateMeter) update(n uint64) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := monoNow()
+	if r.lastT != 0 {
+		if dt := float64(now-r.lastT) / 1e9; dt >= 0.5 {
+			r.rate = float64(n-r.lastN) / dt
+			r.lastN, r.lastT = n, now
+		}
+	} else {
+		r.lastN, r.lastT = n, now
+	}
+	return r.rate
 }

@@ -89,6 +89,7 @@ type pipeline struct {
 	inferStamp   atomic.Int64
 
 	stats pipelineStats
+	met   pipelineMetrics // histograms, made by bind before the first frame
 	rate  rateMeter
 	errs  rateLog
 	life  pipelineLife // reload keys and the two goroutines (graph.go)
@@ -99,7 +100,10 @@ type pipelineStats struct {
 	captured, results, inferErrors, preErrors atomic.Uint64
 	droppedStale, droppedCorrupt              atomic.Uint64
 	reconnects                                atomic.Uint64
-	latencyTotal, latencyInfer                histogram
+	// inferN frames took inferNs in the engine: the slow-pipeline check
+	// reads them (perf.go).
+	inferN  atomic.Uint64
+	inferNs atomic.Int64
 }
 
 type poolAdapter struct{ p *umem.Pool }
@@ -384,9 +388,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	r.TPostNs = t3
 	// Counted before it is handed to the sinks: a client that has seen a
 	// result finds it in edged_results_total.
-	p.stats.results.Add(1)
-	p.stats.latencyTotal.observe(t3 - tCapture)
-	p.stats.latencyInfer.observe(t2 - t1)
+	p.observe(tCapture, t1, t2, t3)
 	for _, s := range p.sinks {
 		s.Publish(r)
 	}
@@ -404,6 +406,9 @@ func (p *pipeline) bind(eng trt.Engine) error {
 	plan, err := planEngine(p.conf, p.cfg, trt.SignatureOf(eng))
 	if err != nil {
 		return err
+	}
+	if p.met.latency == nil {
+		p.met = newPipelineMetrics(p.cfg.Name)
 	}
 	p.inIdx = plan.in
 	p.c, p.h, p.w = plan.pre.Out.C, plan.pre.Out.H, plan.pre.Out.W

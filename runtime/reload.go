@@ -11,9 +11,11 @@ func (d *daemon) onReload(ev trt.ReloadEvent) {
 	switch ev.Outcome {
 	case trt.OutcomeReloaded:
 		event = "engine_reloaded"
+		d.reloadSeconds.WithLabelValues(ev.Model, "ok").Observe(ev.Duration.Seconds())
 		log.Info("engine reloaded", "event", event)
 	case trt.OutcomeRejected:
 		event, reason = "engine_rejected", trt.RejectReason(ev.Reason)+": "+errString(ev.Reason)
+		d.reloadSeconds.WithLabelValues(ev.Model, trt.RejectReason(ev.Reason)).Observe(ev.Duration.Seconds())
 		log.Warn("engine rejected; the previous engine keeps serving", "event", event, "reason", trt.RejectReason(ev.Reason), "err", ev.Reason)
 	case trt.OutcomeMissing:
 		event, reason = "engine_file_missing", errString(ev.Reason)

@@ -117,9 +117,7 @@ func TestStateDiskFull(t *testing.T) {
 	sink := newRecordingSink()
 	d, _, _ := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, backend)})
 	metric := func(result string) string {
-		var b strings.Builder
-		d.d.writeMetrics(&b)
-		for _, line := range strings.Split(b.String(), "\n") {
+		for _, line := range strings.Split(gatherText(t, d.d), "\n") {
 			if v, ok := strings.CutPrefix(line, `edged_state_writes_total{result="`+result+`"} `); ok {
 				return v
 			}

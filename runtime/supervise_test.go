@@ -254,9 +254,7 @@ func TestSerialSensorUnplugWhileScraped(t *testing.T) {
 	go func() {
 		defer close(scraped)
 		for ctx.Err() == nil {
-			var b strings.Builder
-			d.d.writeMetrics(&b)
-			for _, line := range strings.Split(b.String(), "\n") {
+			for _, line := range strings.Split(gatherText(t, d.d), "\n") {
 				if v, ok := strings.CutPrefix(line, `edged_source_up{source="imu"} `); ok {
 					select {
 					case <-up:
@@ -363,8 +361,7 @@ func TestSinkChangeWhileScraped(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			var b strings.Builder
-			dd.d.writeMetrics(&b)
+			gatherText(t, dd.d)
 			scrapes.Add(1)
 		}
 	}()

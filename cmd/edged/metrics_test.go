@@ -1,12 +1,24 @@
 package main
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	pmodel "github.com/prometheus/common/model"
+
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/trt/demomodel"
 )
 
 // TestMetricsListenClassified: a metrics address that is already in use is
@@ -66,4 +78,156 @@ func runBriefly(t *testing.T, lib, sub, cfg string) (int, string) {
 		t.Fatalf("edged %s kept running:\n%s", sub, stderr.String())
 	}
 	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestMetricsOfTheBinary scrapes the real binary's /metrics after results,
+// a socket client, a hot reload and a rejected model file, as Prometheus
+// would: the text format through expfmt's parser (types, and counts that
+// moved), OpenMetrics and protobuf by content negotiation, and promtool's
+// lint (required when EDGED_REQUIRE_PROMTOOL is set, as in CI).
+func TestMetricsOfTheBinary(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "demo.onnx")
+	v0, err := demomodel.Variant(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renameIn(t, model, v0, int64(len(v0)))
+	cfg, sock, metrics := metricsConfig(t, dir, `path = "builtin:demo" `, `path = "`+model+`" `)
+	d := start(t, lib, cfg, sock, "STATE_DIRECTORY=")
+	recs := readRecords(t, sock)
+	isResult := func(r stream.Decoded) bool { return r.Type == "result" }
+	at := recs.wait(t, "a result", 0, isResult)
+
+	v1, err := demomodel.Variant(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renameIn(t, model, v1, int64(len(v1)))
+	at = recs.wait(t, "engine_reloaded", at, func(r stream.Decoded) bool { return r.Event == "engine_reloaded" })
+	junk := bytes.Repeat([]byte("junk"), 1024)
+	renameIn(t, model, junk, int64(len(junk)))
+	at = recs.wait(t, "engine_rejected", at, func(r stream.Decoded) bool { return r.Event == "engine_rejected" })
+	recs.wait(t, "a result after the rejection", at, isResult)
+
+	text, h, err := getMetrics(metrics, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("default Content-Type %q, want the Prometheus text format", ct)
+	}
+	p := expfmt.NewTextParser(pmodel.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v\n%s", err, text)
+	}
+	for name, want := range map[string]dto.MetricType{
+		"edged_latency_seconds": dto.MetricType_HISTOGRAM, "edged_inference_seconds": dto.MetricType_HISTOGRAM,
+		"edged_engine_reload_seconds": dto.MetricType_HISTOGRAM,
+		"edged_results_total":         dto.MetricType_COUNTER, "edged_engine_reloads_total": dto.MetricType_COUNTER,
+		"edged_engine_checks_total": dto.MetricType_COUNTER, "edged_sink_records_sent_total": dto.MetricType_COUNTER,
+		"edged_stream_rejected_total": dto.MetricType_COUNTER, "edged_stream_disconnects_total": dto.MetricType_COUNTER,
+		"edged_stream_clients": dto.MetricType_GAUGE, "edged_engine_info": dto.MetricType_GAUGE,
+		"edged_engine_watch_polling": dto.MetricType_GAUGE, "edged_build_info": dto.MetricType_GAUGE,
+		"go_goroutines": dto.MetricType_GAUGE, "process_resident_memory_bytes": dto.MetricType_GAUGE,
+	} {
+		if mf := mfs[name]; mf == nil || mf.GetType() != want {
+			t.Errorf("%s: %v, want a %s", name, mf.GetType(), want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("/metrics:\n%s", text)
+	}
+	for _, c := range []struct {
+		series string
+		min    float64
+	}{
+		{`edged_results_total{pipeline="demo"}`, 1},
+		{`edged_engine_reloads_total{model="demo",result="ok"}`, 1},
+		{`edged_engine_reloads_total{model="demo",result="invalid"}`, 1},
+		{`edged_engine_checks_total{model="demo"}`, 2},
+		{`edged_stream_clients{sink="local"}`, 1},
+		{`edged_sink_records_sent_total{sink="local"}`, 1},
+		{`edged_stream_rejected_total{reason="max_clients",sink="local"}`, 0},
+		{`edged_engine_info{backend="onnxruntime",generation="2",model="demo",pipeline="demo",sha256="` + shortSHA(v1) + `"}`, 1},
+	} {
+		if v, err := sampleValue(mfs, c.series); err != nil || v < c.min {
+			t.Errorf("%s = %v (%v), want at least %v", c.series, v, err, c.min)
+		}
+	}
+	histCount := func(name string, labels ...string) uint64 {
+		mf := mfs[name]
+		if mf == nil {
+			return 0
+		}
+	next:
+		for _, m := range mf.Metric {
+			have := map[string]string{}
+			for _, l := range m.Label {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue next
+				}
+			}
+			return m.GetHistogram().GetSampleCount()
+		}
+		return 0
+	}
+	if histCount("edged_latency_seconds", "pipeline", "demo") == 0 || histCount("edged_inference_seconds", "pipeline", "demo") == 0 {
+		t.Error("the latency histograms counted no results")
+	}
+	if histCount("edged_engine_reload_seconds", "model", "demo", "result", "ok") == 0 ||
+		histCount("edged_engine_reload_seconds", "model", "demo", "result", "invalid") == 0 {
+		t.Errorf("edged_engine_reload_seconds did not time the reload and the rejection:\n%s", text)
+	}
+
+	om, h, err := getMetrics(metrics, "application/openmetrics-text; version=1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") || !bytes.HasSuffix(om, []byte("# EOF\n")) {
+		t.Errorf("asked for OpenMetrics, got Content-Type %q:\n%s", ct, om)
+	}
+	pb, err := scrapeFamilies(metrics, "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mf := pb["edged_latency_seconds"]; mf == nil || len(mf.Metric) != 1 || mf.Metric[0].GetHistogram().GetSchema() != 3 {
+		t.Errorf("no native histogram edged_latency_seconds in the protobuf scrape: %v", mf)
+	}
+
+	promtool(t, text)
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit status %d", code)
+	}
+}
+
+// shortSHA is the SHA-256 prefix edged shows for content.
+func shortSHA(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// promtool runs `promtool check metrics` (the exposition's parser and its
+// lint: counters end in _total, base units, …) on a scrape. Without
+// promtool it skips, unless EDGED_REQUIRE_PROMTOOL is set (CI installs
+// Debian's prometheus package, which has it).
+func promtool(t *testing.T, scrape []byte) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("EDGED_REQUIRE_PROMTOOL") != "" {
+			t.Fatalf("EDGED_REQUIRE_PROMTOOL is set: %v", err)
+		}
+		t.Skipf("promtool is not installed (Debian: apt-get install prometheus): %v", err)
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(scrape)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s\nthe scrape:\n%s", err, out, scrape)
+	}
 }

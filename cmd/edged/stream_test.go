@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +21,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	pmodel "github.com/prometheus/common/model"
 
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -37,7 +42,8 @@ func metricsConfig(t *testing.T, dir string, edits ...string) (cfgPath, sock, me
 }
 
 // scrape returns the value of the sample whose name and labels are series
-// (e.g. `edged_stream_clients{sink="local"}`), or -1 when there is none.
+// (e.g. `edged_stream_clients{sink="local"}`; labels in any order, all of
+// the sample's), or -1 when there is none.
 func scrape(t *testing.T, metrics, series string) float64 {
 	t.Helper()
 	v, err := tryScrape(metrics, series)
@@ -48,28 +54,113 @@ func scrape(t *testing.T, metrics, series string) float64 {
 }
 
 func tryScrape(metrics, series string) (float64, error) {
+	mfs, err := scrapeFamilies(metrics, "")
+	if err != nil {
+		return 0, err
+	}
+	return sampleValue(mfs, series)
+}
+
+// seriesLabel matches one label pair of a series written as in the text
+// format.
+var seriesLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+// sampleValue finds series (name{label="value",...}) among the families:
+// the counter, gauge or untyped sample with exactly those labels.
+func sampleValue(mfs map[string]*dto.MetricFamily, series string) (float64, error) {
+	name, labels, _ := strings.Cut(series, "{")
+	want := map[string]string{}
+	for _, m := range seriesLabel.FindAllStringSubmatch(labels, -1) {
+		v, err := strconv.Unquote(`"` + m[2] + `"`)
+		if err != nil {
+			return 0, fmt.Errorf("series %s: %w", series, err)
+		}
+		want[m[1]] = v
+	}
+	mf := mfs[name]
+	if mf == nil {
+		return -1, nil
+	}
+next:
+	for _, m := range mf.Metric {
+		if len(m.Label) != len(want) {
+			continue
+		}
+		for _, l := range m.Label {
+			if v, ok := want[l.GetName()]; !ok || v != l.GetValue() {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), nil
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), nil
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), nil
+		}
+		return 0, fmt.Errorf("series %s is a %s", series, mf.GetType())
+	}
+	return -1, nil
+}
+
+// scrapeFamilies gets /metrics from the Unix socket metrics, asking for
+// the format accept names ("": the default, text), and parses it (text:
+// expfmt's parser; otherwise the decoder for the format served).
+func scrapeFamilies(metrics, accept string) (map[string]*dto.MetricFamily, error) {
+	body, h, err := getMetrics(metrics, accept)
+	if err != nil {
+		return nil, err
+	}
+	f := expfmt.ResponseFormat(h)
+	if f.FormatType() == expfmt.TypeTextPlain {
+		p := expfmt.NewTextParser(pmodel.UTF8Validation)
+		mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("parsing /metrics: %w", err)
+		}
+		return mfs, nil
+	}
+	mfs := map[string]*dto.MetricFamily{}
+	dec := expfmt.NewDecoder(bytes.NewReader(body), f)
+	for {
+		mf := &dto.MetricFamily{}
+		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
+			return mfs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("decoding /metrics (%s): %w", f, err)
+		}
+		mfs[mf.GetName()] = mf
+	}
+}
+
+// getMetrics returns the body and headers of /metrics.
+func getMetrics(metrics, accept string) ([]byte, http.Header, error) {
 	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", metrics)
 		}}}
-	resp, err := c.Get("http://edged/metrics")
+	req, err := http.NewRequest("GET", "http://edged/metrics", nil)
 	if err != nil {
-		return 0, fmt.Errorf("scraping /metrics: %w", err)
+		return nil, nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scraping /metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, series); ok && strings.HasPrefix(rest, " ") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				return 0, fmt.Errorf("metric line %q: %w", line, err)
-			}
-			return v, nil
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scraping /metrics: %w", err)
 	}
-	return -1, sc.Err()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	return body, resp.Header, nil
 }
 
 // waitMetric waits until the series has the value want (the daemon may

@@ -28,8 +28,10 @@ type metrics struct {
 	series []series
 }
 
-// parseMetrics reads the Prometheus text format as edged writes it (label
-// values quoted with Go's %q, no timestamps).
+// parseMetrics reads the Prometheus text format as edged serves it by
+// default (client_golang: label values escape only \\, \" and \n, which
+// strconv.Unquote reads; no timestamps; histograms as _bucket, _sum and
+// _count samples).
 func parseMetrics(text []byte) ([]series, error) {
 	var out []series
 	sc := bufio.NewScanner(bytes.NewReader(text))
