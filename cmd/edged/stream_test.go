@@ -24,6 +24,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	pmodel "github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
 
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -481,6 +482,11 @@ func TestTailSerialHangup(t *testing.T) {
 		if err != nil {
 			t.Skipf("no pty: %v", err)
 		}
+		// Raw before anything is written: records sent before tail has
+		// opened the port (and made it raw) would otherwise go through
+		// the cooked line discipline (CR to NL, erase characters) and
+		// reach tail as bad frames.
+		makeRaw(t, slave)
 		cmd := edged("tail", "-serial", slave.Name(), "-baud", "921600")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -783,5 +789,24 @@ func TestSerialSensorRejectedLinesCounted(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("rejected lines: malformed %v, oversize %v, checksum %v; want 3, 1, 0 per round", mal, over, sum)
 		}
+	}
+}
+
+// makeRaw puts a tty in raw mode, as cfmakeraw(3) does.
+func makeRaw(t *testing.T, f *os.File) {
+	t.Helper()
+	fd := int(f.Fd())
+	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	tio.Oflag &^= unix.OPOST
+	tio.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	tio.Cflag &^= unix.CSIZE | unix.PARENB
+	tio.Cflag |= unix.CS8
+	tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, tio); err != nil {
+		t.Fatal(err)
 	}
 }
