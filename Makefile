@@ -234,7 +234,7 @@ deb: $(DEB_PREREQS) ## dist/edged_<version>_{amd64,arm64}.deb (DEB_ARCHES) with 
 	VERSION='$(VERSION)' DEB_VERSION='$(DEB_VERSION)' DIST=$(DIST) GO=$(GO) .ci/mkdeb $(DEB_ARCHES)
 
 deb-test: deb ## make deb, then install/upgrade/remove/purge it in a bookworm root, lintian, arm64 contents and glibc (.ci/deb-test)
-	VERSION='$(VERSION)' .ci/deb-test $(DEB_FILES)
+	VERSION='$(VERSION)' $(if $(wildcard $(SYSROOT)/.edged-sysroot),EDGED_QEMU_SYSROOT=$(SYSROOT_ABS)) .ci/deb-test $(DEB_FILES)
 
 # --- benchmarks, generate, fuzz -------------------------------------------------
 bench: ## Go benchmarks of all packages (-benchmem); output also in bin/bench-*.txt
