@@ -103,7 +103,7 @@ HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | x
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross-tools cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
 	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean \
-	bench-tools bench-compare soak
+	bench-tools bench-compare soak deb deb-test
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -219,6 +219,23 @@ install: $(ORT_DIR)/$(INSTALL_ARCH)/libonnxruntime.so.1 ## install binary, ORT l
 systemd-verify: ## systemd-analyze verify the units against a staged install (needs a built binary)
 	.ci/systemd-verify
 
+# --- Debian packages ----------------------------------------------------------
+# dist/edged_<DEB_VERSION>_<arch>.deb made with nfpm (pinned in packaging/go.mod,
+# its own module); DEB_VERSION is VERSION made Debian-shaped (.ci/mkdeb says how).
+DIST     ?= dist
+DEB_ARCHES ?= amd64 arm64
+DEB_VERSION ?= $(shell .ci/mkdeb --version-of '$(VERSION)')
+DEB_FILES = $(foreach a,$(DEB_ARCHES),$(DIST)/edged_$(DEB_VERSION)_$(a).deb)
+# The host's arch from make build, another (arm64) from make cross.
+DEB_PREREQS = $(if $(filter $(HOST_ARCH),$(DEB_ARCHES)),build) $(if $(filter-out $(HOST_ARCH),$(DEB_ARCHES)),cross) \
+	$(foreach a,$(DEB_ARCHES),$(ORT_DIR)/$(a)/libonnxruntime.so.1)
+
+deb: $(DEB_PREREQS) ## dist/edged_<version>_{amd64,arm64}.deb (DEB_ARCHES) with nfpm
+	VERSION='$(VERSION)' DEB_VERSION='$(DEB_VERSION)' DIST=$(DIST) GO=$(GO) .ci/mkdeb $(DEB_ARCHES)
+
+deb-test: deb ## make deb, then install/upgrade/remove/purge it in a bookworm root, lintian, arm64 contents and glibc (.ci/deb-test)
+	VERSION='$(VERSION)' $(if $(wildcard $(SYSROOT)/.edged-sysroot),EDGED_QEMU_SYSROOT=$(SYSROOT_ABS)) .ci/deb-test $(DEB_FILES)
+
 # --- benchmarks, generate, fuzz -------------------------------------------------
 bench: ## Go benchmarks of all packages (-benchmem); output also in bin/bench-*.txt
 	@mkdir -p $(BIN)
@@ -303,5 +320,5 @@ hil-arm64: cross-tools sysroot ## cross-compile every package's tests with -tags
 	@echo "copy bin/hil-arm64/ and third_party/onnxruntime/arm64/libonnxruntime.so.1 to the Jetson; run each"
 	@echo "X.test from X's folder of a checkout there (testdata), with EDGED_HIL_* and EDGED_ONNXRUNTIME_LIB set"
 
-clean: ## remove bin/ (keeps third_party/ and .sysroot/)
-	rm -rf $(BIN)
+clean: ## remove bin/ and dist/ (keeps third_party/, .sysroot/ and .cache/)
+	rm -rf $(BIN) $(DIST)
