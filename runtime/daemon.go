@@ -41,6 +41,9 @@ type daemon struct {
 	cfg    *config.Config
 	log    *slog.Logger
 	notify notifier
+	// device is the device id written into every record; chosen once in
+	// New (daemon.device_id needs a restart to change).
+	device string
 
 	reloadReq chan reloadRequest
 	engineReq chan struct{}
@@ -77,7 +80,11 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	id, from := DeviceID(opts.Config.Daemon.DeviceID)
+	opts.Config.Daemon.DeviceID = id
+	opts.Logger.Info("device id", "device", id, "from", from)
 	d := &daemon{
+		device:    id,
 		opts:      opts,
 		cfg:       opts.Config,
 		log:       opts.Logger,
@@ -271,6 +278,10 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 		d.notify.send("READY=1")
 		d.refreshStatus()
 	}()
+	if cfg.Daemon.DeviceID != "" && cfg.Daemon.DeviceID != d.device {
+		d.log.Warn("daemon.device_id changed; the device id keeps until edged restarts", "running", d.device, "configured", cfg.Daemon.DeviceID)
+	}
+	cfg.Daemon.DeviceID = d.device
 	if config.Equal(d.cfg, cfg) && len(d.currentGraph().failed) == 0 {
 		d.log.Info("configuration unchanged; re-checking engine files")
 		d.triggerEngines()
@@ -410,6 +421,7 @@ func (d *daemon) publishEngineStatus(event string, ev trt.ReloadEvent, reason st
 }
 
 func (d *daemon) publish(rec *stream.Record) {
+	rec.Device = d.device
 	d.mu.Lock()
 	sinks := make([]Sink, 0, len(d.sinks))
 	for _, e := range d.sinks {

@@ -292,7 +292,7 @@ func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.L
 		slog := log.With("sink", s.Name)
 		var rl rateLog
 		sock, err := stream.NewSocket(stream.SocketOptions{
-			Name: s.Name, Path: c.Resolve(s.Path), Listener: inherited, NoActivation: true,
+			Name: s.Name, Path: c.Resolve(s.Path), Listener: inherited, NoActivation: true, Device: c.Daemon.DeviceID,
 			Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, QueueLen: s.ClientQueue,
 			WriteTimeout: s.WriteTimeout.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
 			AllowUIDs: u32s(s.AllowUIDs), AllowGIDs: u32s(s.AllowGIDs),
