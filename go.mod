@@ -6,6 +6,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/creack/pty v1.1.24
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/yalue/onnxruntime_go v1.27.0
@@ -14,4 +15,8 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/x448/float16 v0.8.4 // indirect
+require (
+	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
+	golang.org/x/net v0.43.0 // indirect
+)
