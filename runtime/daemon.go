@@ -332,6 +332,14 @@ func (d *daemon) startSinks(c *config.Config) error {
 		if err != nil {
 			return fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
+		if ss, ok := s.(interface {
+			SetStatusFunc(func(event, reason string))
+		}); ok {
+			// A sink that reports its own state (MQTT: sink_up, sink_down,
+			// sink_queue_degraded) does so on every sink.
+			name := sc.Name
+			ss.SetStatusFunc(func(event, reason string) { d.publishStatus(event, "", name, reason) })
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		e := &sinkEntry{cfg: sc, sink: s, cancel: cancel, done: make(chan struct{})}
 		go func() {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/mqttsink"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -259,6 +260,22 @@ func (d *daemon) writeMetrics(w io.Writer) {
 			m.counter("edged_sink_records_dropped_total", "", float64(st.Dropped), sl...)
 			m.counter("edged_serial_reconnects_total", "Serial port reopens.", float64(st.Reconnects), sl...)
 			m.counter("edged_serial_write_stalls_total", "Writes that stalled past the deadline.", float64(st.Stalls), sl...)
+		case interface{ Stats() mqttsink.Stats }:
+			st := s.Stats()
+			m.gauge("edged_sink_connected", "1 while the MQTT sink is connected to its broker.", b2f(st.Connected), sl...)
+			m.counter("edged_sink_records_sent_total", "", float64(st.Sent), sl...)
+			m.counter("edged_sink_records_dropped_total", "", float64(st.Dropped), sl...)
+			m.counter("edged_sink_dropped_total", "MQTT records dropped, by reason (queue_full: the memory ring or the disk queue's bound; refused: by the broker).", float64(st.DroppedQueueFull), "sink", e.cfg.Name, "reason", "queue_full")
+			m.counter("edged_sink_dropped_total", "", float64(st.DroppedRefused), "sink", e.cfg.Name, "reason", "refused")
+			for _, r := range []struct {
+				reason string
+				n      uint64
+			}{{"auth", st.ErrAuth}, {"tls", st.ErrTLS}, {"connect", st.ErrConnect}, {"publish", st.ErrPublish}, {"disk", st.ErrDisk}} {
+				m.counter("edged_sink_errors_total", "MQTT sink errors, by reason (auth, tls, connect, publish, disk).", float64(r.n), "sink", e.cfg.Name, "reason", r.reason)
+			}
+			m.gauge("edged_sink_queue_records", "Records the MQTT sink holds that the broker has not acknowledged.", float64(st.Queued), sl...)
+			m.gauge("edged_sink_queue_bytes", "Bytes of the MQTT sink's queue (on disk, or in memory while degraded).", float64(st.QueueBytes), sl...)
+			m.gauge("edged_sink_queue_degraded", "1 while the MQTT sink's disk queue cannot be written (records kept in memory only).", b2f(st.Degraded), sl...)
 		}
 	}
 }
