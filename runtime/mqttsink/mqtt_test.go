@@ -350,3 +350,58 @@ func TestMQTTBrokerStopsReading(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// TestMQTTDiskFull: when the disk queue cannot be written (ENOSPC, and a
+// folder that cannot be made at all) the sink says so once (event, status
+// record, metric counter), keeps the records in memory and delivers them,
+// in order; when the disk works again it says that too.
+func TestMQTTDiskFull(t *testing.T) {
+	b := startBroker(t, "")
+	sub := subscribe(t, b, "edged/dev-1/front/results")
+	var fail atomic.Bool
+	ev := &events{}
+	o := Options{URL: b.url("mqtt"), QoS: 1, Dir: t.TempDir()}
+	o.queueOptions.failWrite = func() error {
+		if fail.Load() {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	o.queueOptions.RetryEvery = 200 * time.Millisecond
+	s := newTestSink(t, o, ev)
+	for i := range 50 {
+		s.Publish(result("front", uint64(i)))
+	}
+	sub.waitSeq(t, 50, 10*time.Second)
+	fail.Store(true)
+	for i := range 50 {
+		s.Publish(result("front", uint64(50+i)))
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, "sink_queue_degraded", 5*time.Second, func() bool { return hasStatus(ev.statuses(), "sink_queue_degraded", "no space left", "memory") })
+	if e := ev.find(QueueDegraded); e == nil || !errors.Is(e.Err, ErrDisk) || !errors.Is(e.Err, syscall.ENOSPC) {
+		t.Fatalf("event %+v", e)
+	}
+	if st := s.Stats(); st.ErrDisk == 0 {
+		t.Errorf("stats %+v", st)
+	}
+	sub.waitSeq(t, 100, 10*time.Second)
+	fail.Store(false)
+	time.Sleep(300 * time.Millisecond)
+	for i := range 50 {
+		s.Publish(result("front", uint64(100+i)))
+	}
+	waitFor(t, "sink_queue_restored", 5*time.Second, func() bool { return hasStatus(ev.statuses(), "sink_queue_restored") })
+	checkInOrder(t, sub.waitSeq(t, 150, 10*time.Second), 1, 150, "dev-1")
+
+	// A state folder that cannot be made: memory only from the start.
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	ev2 := &events{}
+	s2 := newTestSink(t, Options{Name: "nodisk", URL: b.url("mqtt"), QoS: 1, Dir: filepath.Join(file, "mqtt")}, ev2)
+	if e := ev2.find(QueueDegraded); e == nil || !errors.Is(e.Err, ErrDisk) || !hasStatus(ev2.statuses(), "sink_queue_degraded", "cannot be opened") {
+		t.Fatalf("events %+v, statuses %q", ev2.evs, ev2.statuses())
+	}
+	s2.Publish(result("front", 0))
+	waitFor(t, "the record", 10*time.Second, func() bool { return s2.Stats().Sent == 1 })
+}

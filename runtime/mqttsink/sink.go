@@ -173,6 +173,7 @@ type Sink struct {
 	connects, sent, dropRing, dropDisk, dropRefused  atomic.Uint64
 	errAuth, errTLS, errConnect, errPublish, errDisk atomic.Uint64
 	recovered                                        int
+	openErr                                          error // the disk queue could not be opened
 }
 
 // Expand replaces {device}, {sink} and {pipeline} in a topic template.
@@ -231,6 +232,7 @@ func New(o Options) (*Sink, error) {
 	if err != nil {
 		// The folder is unusable (read-only, full): memory only.
 		s.errDisk.Add(1)
+		s.openErr = err
 		s.event(Event{Kind: QueueDegraded, Err: err})
 		qo.Dir = ""
 		q, rep, _ = OpenQueue(qo)
@@ -293,6 +295,9 @@ func (s *Sink) SetStatusFunc(f func(event, reason string)) {
 	s.statusMu.Lock()
 	s.statusFn = f
 	s.statusMu.Unlock()
+	if s.openErr != nil {
+		s.status("sink_queue_degraded", fmt.Sprintf("mqtt sink %q: the on-disk queue cannot be opened (%v); records are kept in memory only (%d bytes at most) and lost on restart", s.o.Name, s.openErr, s.q.o.MemBytes))
+	}
 }
 
 func (s *Sink) status(event, reason string) {
