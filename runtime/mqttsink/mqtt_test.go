@@ -405,3 +405,29 @@ func TestMQTTDiskFull(t *testing.T) {
 	s2.Publish(result("front", 0))
 	waitFor(t, "the record", 10*time.Second, func() bool { return s2.Stats().Sent == 1 })
 }
+
+// TestMQTTRefusedRecord: a record the broker refuses (PUBACK "not
+// authorised": an ACL) is dropped and counted, not resent forever; the
+// records after it go on.
+func TestMQTTRefusedRecord(t *testing.T) {
+	mosquittoPath(t)
+	acl := filepath.Join(t.TempDir(), "acl")
+	os.WriteFile(acl, []byte("topic read edged/#\ntopic write edged/dev-1/status\ntopic write edged/dev-1/front/results\n"), 0o600)
+	b := startBroker(t, "acl_file "+acl)
+	sub := subscribe(t, b, "edged/#")
+	ev := &events{}
+	s := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: t.TempDir()}, ev)
+	s.Publish(result("front", 0))
+	s.Publish(result("rear", 1)) // not allowed
+	s.Publish(result("front", 2))
+	recs := sub.waitSeq(t, 3, 10*time.Second)
+	if len(recs) != 2 || recs[0].Seq != 1 || recs[1].Seq != 3 {
+		t.Fatalf("received %+v", recs)
+	}
+	if st := s.Stats(); st.DroppedRefused != 1 || st.Sent != 2 {
+		t.Errorf("stats %+v", st)
+	}
+	if e := ev.find(Refused); e == nil || !strings.Contains(e.Err.Error(), "0x87") {
+		t.Errorf("refused event %+v", e)
+	}
+}

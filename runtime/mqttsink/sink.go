@@ -571,7 +571,8 @@ func (s *Sink) publishFailed(err error) {
 	s.event(Event{Kind: PublishFailed, Err: fmt.Errorf("%w: %w", ErrPublish, err)})
 	s.dropConn()
 	// Let autopaho notice before AwaitConnection is asked again.
-	for s.connected.Load() && s.ctx.Err() == nil {
+	deadline := time.Now().Add(s.o.AckTimeout + s.o.ConnectTimeout)
+	for s.connected.Load() && s.ctx.Err() == nil && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -608,16 +609,21 @@ func (s *Sink) drain() {
 		ctx, cancel := context.WithTimeout(s.ctx, s.o.AckTimeout)
 		resp, err := s.cm.Publish(ctx, &paho.Publish{QoS: s.o.QoS, Topic: topic, Payload: body})
 		cancel()
-		if err != nil {
+		switch {
+		case resp != nil && resp.ReasonCode >= 0x80:
+			// The broker answered, and said no: resending gets the same.
+			s.dropRefused.Add(1)
+			s.event(Event{Kind: Refused, Err: fmt.Errorf("%w: broker refused seq %d on %q: reason code 0x%02x %s", ErrPublish, seq, topic, resp.ReasonCode, reasonString(resp))})
+		case errors.Is(err, paho.ErrInvalidArguments):
+			// The client refused it (the broker's limits): never sendable.
+			s.dropRefused.Add(1)
+			s.event(Event{Kind: Refused, Err: fmt.Errorf("%w: seq %d on %q: %w", ErrPublish, seq, topic, err)})
+		case err != nil:
 			if s.ctx.Err() == nil {
 				s.publishFailed(err)
 			}
 			return
-		}
-		if resp != nil && resp.ReasonCode >= 0x80 {
-			s.dropRefused.Add(1)
-			s.event(Event{Kind: Refused, Err: fmt.Errorf("%w: broker refused seq %d on %q: reason code 0x%02x %s", ErrPublish, seq, topic, resp.ReasonCode, reasonString(resp))})
-		} else {
+		default:
 			s.sent.Add(1)
 		}
 		s.q.Ack(seq)
