@@ -539,6 +539,7 @@ func (c *Config) CheckFiles() error {
 	if len(k.probs) == 0 {
 		return nil
 	}
+	sortProblems(k.probs)
 	return &Error{Problems: k.probs}
 }
 
