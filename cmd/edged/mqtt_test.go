@@ -89,12 +89,15 @@ func TestMQTTSinkWrongCredentials(t *testing.T) {
 		CleanStartOnInitialConnection: true,
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
 			go func() {
-				cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "edged/edge-42/demo/results", QoS: 1}}})
+				cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "edged/edge-42/#", QoS: 1}}})
 				ready <- struct{}{}
 			}()
 		},
 		ClientConfig: paho.ClientConfig{ClientID: "test-sub", OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			var d stream.Decoded
+			if p := string(pr.Packet.Payload); p == "online" || p == "offline" {
+				return true, nil // presence, not a record
+			}
 			if err := stream.DecodeJSON(pr.Packet.Payload, &d); err == nil {
 				mu.Lock()
 				got = append(got, d)
@@ -200,10 +203,17 @@ password_file = %q
 		t.Error("auth errors not counted")
 	}
 
+	// Results go to edged/edge-42/demo/results, status records (sharing
+	// the sink's seq) to edged/edge-42/status: together, seq has no gap.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		mu.Lock()
-		n := len(got)
+		n := 0
+		for _, r := range got {
+			if r.Type == "result" {
+				n++
+			}
+		}
 		mu.Unlock()
 		if n >= 50 {
 			break
@@ -215,7 +225,7 @@ password_file = %q
 	}
 	mu.Lock()
 	for i, r := range got {
-		if r.Device != "edge-42" || r.Pipeline != "demo" || (i > 0 && r.Seq != got[i-1].Seq+1) {
+		if r.Device != "edge-42" || (r.Type == "result" && r.Pipeline != "demo") || (i > 0 && r.Seq != got[i-1].Seq+1) {
 			t.Fatalf("MQTT record %d: %+v (previous seq %d)", i, r, got[max(i-1, 0)].Seq)
 		}
 	}

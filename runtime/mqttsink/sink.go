@@ -154,6 +154,10 @@ type Sink struct {
 	seq     uint64
 	closed  bool
 	conn    net.Conn // the connection of the moment, to drop it on a timeout
+	// connCtx is done when conn goes down: a publish in flight on it
+	// gives up at once instead of waiting for its ack timeout.
+	connCtx    context.Context
+	connCancel context.CancelFunc
 
 	wakeW, wakeP chan struct{}
 	stopW        chan struct{}
@@ -259,6 +263,12 @@ func New(o Options) (*Sink, error) {
 		ConnectUsername:   o.Username,
 		ConnectPassword:   o.Password,
 		WillMessage:       &paho.WillMessage{Retain: true, QoS: 1, Topic: s.statusTop, Payload: []byte(PayloadOffline)},
+		// Every connection starts a clean session: the queue's cursor, not
+		// the broker's session, decides what is resent.
+		ConnectPacketBuilder: func(c *paho.Connect, _ *url.URL) (*paho.Connect, error) {
+			c.CleanStart = true
+			return c, nil
+		},
 		OnConnectionUp: func(*autopaho.ConnectionManager, *paho.Connack) {
 			s.connected.Store(true)
 			s.connects.Add(1)
@@ -266,6 +276,11 @@ func New(o Options) (*Sink, error) {
 		},
 		OnConnectionDown: func() bool {
 			s.connected.Store(false)
+			s.mu.Lock()
+			if s.connCancel != nil {
+				s.connCancel()
+			}
+			s.mu.Unlock()
 			s.event(Event{Kind: Disconnected})
 			s.wake(s.wakeP)
 			return true
@@ -368,17 +383,39 @@ func (s *Sink) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL) (n
 		c = packets.NewThreadSafeConn(tc)
 	}
 	s.mu.Lock()
+	if s.connCancel != nil {
+		s.connCancel()
+	}
 	s.conn = c
+	s.connCtx, s.connCancel = context.WithCancel(s.ctx)
 	s.mu.Unlock()
 	return c, nil
 }
 
-// dropConn closes the connection c (if it is still the current one), so
-// autopaho reconnects.
-func (s *Sink) dropConn() {
+// currentConn is the connection dialled last (nil after dropConn).
+func (s *Sink) currentConn() net.Conn {
 	s.mu.Lock()
-	c := s.conn
-	s.conn = nil
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+// connContext is done when the connection dialled last goes down.
+func (s *Sink) connContext() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.connCtx == nil {
+		return s.ctx
+	}
+	return s.connCtx
+}
+
+// dropConn closes c, the connection a publish failed on, so autopaho
+// reconnects; a newer connection is left alone.
+func (s *Sink) dropConn(c net.Conn) {
+	s.mu.Lock()
+	if s.conn == c {
+		s.conn = nil
+	}
 	s.mu.Unlock()
 	if c != nil {
 		c.Close()
@@ -538,7 +575,8 @@ func (s *Sink) publisher() {
 		if err := s.cm.AwaitConnection(s.ctx); err != nil {
 			return
 		}
-		if !s.online() {
+		conn, cctx := s.currentConn(), s.connContext()
+		if !s.online(cctx, conn) {
 			continue
 		}
 		s.statusMu.Lock()
@@ -546,7 +584,7 @@ func (s *Sink) publisher() {
 		s.statusMu.Unlock()
 		s.event(Event{Kind: Connected})
 		s.status("sink_up", fmt.Sprintf("mqtt sink %q connected to %s", s.o.Name, s.o.URL.Redacted()))
-		s.drain()
+		s.drain(cctx, conn)
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -554,32 +592,37 @@ func (s *Sink) publisher() {
 }
 
 // online publishes the retained presence; false drops the connection.
-func (s *Sink) online() bool {
-	ctx, cancel := context.WithTimeout(s.ctx, s.o.AckTimeout)
+func (s *Sink) online(cctx context.Context, conn net.Conn) bool {
+	ctx, cancel := context.WithTimeout(cctx, s.o.AckTimeout)
 	defer cancel()
 	if _, err := s.cm.Publish(ctx, &paho.Publish{QoS: 1, Retain: true, Topic: s.statusTop, Payload: []byte(PayloadOnline)}); err != nil {
 		if s.ctx.Err() == nil {
-			s.publishFailed(err)
+			s.publishFailed(conn, err)
 		}
 		return false
 	}
 	return true
 }
 
-func (s *Sink) publishFailed(err error) {
+func (s *Sink) publishFailed(conn net.Conn, err error) {
 	s.errPublish.Add(1)
 	s.event(Event{Kind: PublishFailed, Err: fmt.Errorf("%w: %w", ErrPublish, err)})
-	s.dropConn()
-	// Let autopaho notice before AwaitConnection is asked again.
+	s.dropConn(conn)
+	// Wait for the next connection to be dialled (autopaho has let go of
+	// this one by then), or for a while when the broker stays away:
+	// AwaitConnection must not hand back the connection just dropped.
 	deadline := time.Now().Add(s.o.AckTimeout + s.o.ConnectTimeout)
-	for s.connected.Load() && s.ctx.Err() == nil && time.Now().Before(deadline) {
+	for s.ctx.Err() == nil && time.Now().Before(deadline) {
+		if c := s.currentConn(); c != nil && c != conn {
+			return
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // drain publishes while the connection is up; it returns when the
 // connection is down or the sink stops.
-func (s *Sink) drain() {
+func (s *Sink) drain(cctx context.Context, conn net.Conn) {
 	pos := s.q.Acked()
 	for s.ctx.Err() == nil {
 		seq, payload, ok, err := s.q.Next(pos)
@@ -602,11 +645,11 @@ func (s *Sink) drain() {
 			}
 			continue
 		}
-		if !s.connected.Load() {
+		if !s.connected.Load() || s.currentConn() != conn {
 			return
 		}
 		topic, body := splitPayload(payload)
-		ctx, cancel := context.WithTimeout(s.ctx, s.o.AckTimeout)
+		ctx, cancel := context.WithTimeout(cctx, s.o.AckTimeout)
 		resp, err := s.cm.Publish(ctx, &paho.Publish{QoS: s.o.QoS, Topic: topic, Payload: body})
 		cancel()
 		switch {
@@ -620,7 +663,7 @@ func (s *Sink) drain() {
 			s.event(Event{Kind: Refused, Err: fmt.Errorf("%w: seq %d on %q: %w", ErrPublish, seq, topic, err)})
 		case err != nil:
 			if s.ctx.Err() == nil {
-				s.publishFailed(err)
+				s.publishFailed(conn, err)
 			}
 			return
 		default:
@@ -681,7 +724,7 @@ func (s *Sink) Close() error {
 			cancel()
 		}
 		s.cancel()
-		s.dropConn()
+		s.dropConn(s.currentConn())
 		<-s.publishDone
 		select {
 		case <-s.cm.Done():
