@@ -43,6 +43,9 @@ type daemon struct {
 	cfg    *config.Config
 	log    *slog.Logger
 	notify notifier
+	// device is the device id written into every record; chosen once in
+	// New (daemon.device_id needs a restart to change).
+	device string
 
 	reloadReq chan reloadRequest
 	engineReq chan struct{}
@@ -85,7 +88,11 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	id, from := DeviceID(opts.Config.Daemon.DeviceID)
+	opts.Config.Daemon.DeviceID = id
+	opts.Logger.Info("device id", "device", id, "from", from)
 	d := &daemon{
+		device:    id,
 		opts:      opts,
 		cfg:       opts.Config,
 		log:       opts.Logger,
@@ -283,6 +290,10 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 		d.notify.send("READY=1")
 		d.refreshStatus()
 	}()
+	if cfg.Daemon.DeviceID != "" && cfg.Daemon.DeviceID != d.device {
+		d.log.Warn("daemon.device_id changed; the device id keeps until edged restarts", "running", d.device, "configured", cfg.Daemon.DeviceID)
+	}
+	cfg.Daemon.DeviceID = d.device
 	if config.Equal(d.cfg, cfg) && len(d.currentGraph().failed) == 0 {
 		d.log.Info("configuration unchanged; re-checking engine files")
 		d.triggerEngines()
@@ -332,6 +343,14 @@ func (d *daemon) startSinks(c *config.Config) error {
 		s, err := d.opts.Factories.Sink(&sc, c, d.inherited(c, &sc), d.control)
 		if err != nil {
 			return fmt.Errorf("sink %q: %w", sc.Name, err)
+		}
+		if ss, ok := s.(interface {
+			SetStatusFunc(func(event, reason string))
+		}); ok {
+			// A sink that reports its own state (MQTT: sink_up, sink_down,
+			// sink_queue_degraded) does so on every sink.
+			name := sc.Name
+			ss.SetStatusFunc(func(event, reason string) { d.publishStatus(event, "", name, reason) })
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		e := &sinkEntry{cfg: sc, sink: s, cancel: cancel, done: make(chan struct{})}
@@ -422,6 +441,7 @@ func (d *daemon) publishEngineStatus(event string, ev trt.ReloadEvent, reason st
 }
 
 func (d *daemon) publish(rec *stream.Record) {
+	rec.Device = d.device
 	d.mu.Lock()
 	sinks := make([]Sink, 0, len(d.sinks))
 	for _, e := range d.sinks {

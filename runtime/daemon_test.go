@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +204,7 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 	sink := newRecordingSink()
 	notes := &fakeNotifier{sink: sink}
 	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
+	cfg.Daemon.DeviceID = "jetson-07"
 	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, backend), Notifier: notes, WatchdogInterval: 200 * time.Millisecond})
 	results := sink.waitResults(t, 200, 60*time.Second)
 
@@ -213,6 +215,9 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 			t.Fatalf("frame_seq not increasing: %d after %d", r.FrameSeq, last)
 		}
 		last = r.FrameSeq
+		if r.Device != "jetson-07" {
+			t.Fatalf("result device %q, want the configured jetson-07", r.Device)
+		}
 		truth := synthetic.TruthAt(opts, r.FrameSeq)
 		if len(r.Outputs) != 2 || r.Outputs[0].Name != "class" || r.Outputs[1].Name != "centroid" {
 			t.Fatalf("outputs %+v", r.Outputs)
@@ -264,6 +269,34 @@ func TestDemoPipelineEndToEnd(t *testing.T) {
 	}
 	if !sink.closed {
 		t.Error("sink not closed")
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, r := range sink.status {
+		if r.Device != "jetson-07" {
+			t.Errorf("status %s: device %q", r.Event, r.Device)
+		}
+	}
+}
+
+// TestDeviceID: the configured id wins; else /etc/machine-id, trimmed;
+// else the host name.
+func TestDeviceID(t *testing.T) {
+	old := machineIDPath
+	t.Cleanup(func() { machineIDPath = old })
+	dir := t.TempDir()
+	machineIDPath = filepath.Join(dir, "machine-id")
+	os.WriteFile(machineIDPath, []byte("0123abcd\n"), 0o644)
+	if id, from := DeviceID("cam-7"); id != "cam-7" || from != "config" {
+		t.Errorf("configured: %s %s", id, from)
+	}
+	if id, from := DeviceID(""); id != "0123abcd" || from != "machine-id" {
+		t.Errorf("machine-id: %s %s", id, from)
+	}
+	machineIDPath = filepath.Join(dir, "none")
+	host, _ := os.Hostname()
+	if id, from := DeviceID(""); id != host || from != "hostname" {
+		t.Errorf("hostname: %s %s, want %s", id, from, host)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edged-dev/edged/runtime/mqttsink"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -211,6 +212,13 @@ var (
 	descSerialUp       = prometheus.NewDesc("edged_serial_up", "1 while the serial port is open.", []string{"sink"}, nil)
 	descSerialReopens  = prometheus.NewDesc("edged_serial_reconnects_total", "Serial port reopens.", []string{"sink"}, nil)
 	descSerialStalls   = prometheus.NewDesc("edged_serial_write_stalls_total", "Writes that stalled past the deadline.", []string{"sink"}, nil)
+
+	descSinkConnected     = prometheus.NewDesc("edged_sink_connected", "1 while the MQTT sink is connected to its broker.", []string{"sink"}, nil)
+	descSinkDropped       = prometheus.NewDesc("edged_sink_dropped_total", "MQTT records dropped, by reason (queue_full: the memory ring or the disk queue's bound; refused: by the broker).", []string{"sink", "reason"}, nil)
+	descSinkErrors        = prometheus.NewDesc("edged_sink_errors_total", "MQTT sink errors, by reason (auth, tls, connect, publish, disk).", []string{"sink", "reason"}, nil)
+	descSinkQueueRecords  = prometheus.NewDesc("edged_sink_queue_records", "Records the MQTT sink holds that the broker has not acknowledged.", []string{"sink"}, nil)
+	descSinkQueueBytes    = prometheus.NewDesc("edged_sink_queue_bytes", "Bytes of the MQTT sink's queue (on disk, or in memory while degraded).", []string{"sink"}, nil)
+	descSinkQueueDegraded = prometheus.NewDesc("edged_sink_queue_degraded", "1 while the MQTT sink's disk queue cannot be written (records kept in memory only).", []string{"sink"}, nil)
 )
 
 // daemonCollector reads the daemon's state when it is scraped: the
@@ -363,5 +371,20 @@ func collectSink(e emit, s *sinkEntry) {
 		e.counter(descRecordsDropped, st.Dropped, name)
 		e.counter(descSerialReopens, st.Reconnects, name)
 		e.counter(descSerialStalls, st.Stalls, name)
+	case interface{ Stats() mqttsink.Stats }:
+		st := k.Stats()
+		e.flag(descSinkConnected, st.Connected, name)
+		e.counter(descRecordsSent, st.Sent, name)
+		e.counter(descRecordsDropped, st.Dropped, name)
+		e.counter(descSinkDropped, st.DroppedQueueFull, name, "queue_full")
+		e.counter(descSinkDropped, st.DroppedRefused, name, "refused")
+		e.counter(descSinkErrors, st.ErrAuth, name, "auth")
+		e.counter(descSinkErrors, st.ErrTLS, name, "tls")
+		e.counter(descSinkErrors, st.ErrConnect, name, "connect")
+		e.counter(descSinkErrors, st.ErrPublish, name, "publish")
+		e.counter(descSinkErrors, st.ErrDisk, name, "disk")
+		e.gauge(descSinkQueueRecords, float64(st.Queued), name)
+		e.gauge(descSinkQueueBytes, float64(st.QueueBytes), name)
+		e.flag(descSinkQueueDegraded, st.Degraded, name)
 	}
 }

@@ -427,7 +427,7 @@ func (p *pipeline) bind(eng trt.Engine) error {
 		p.post = append(p.post, proc)
 		p.postOut = append(p.postOut, i)
 	}
-	p.rec = stream.Record{Kind: stream.KindResult, Pipeline: p.cfg.Name, Outputs: make([]stream.Output, len(p.post)),
+	p.rec = stream.Record{Kind: stream.KindResult, Device: p.conf.Daemon.DeviceID, Pipeline: p.cfg.Name, Outputs: make([]stream.Output, len(p.post)),
 		Sensors: make([]sensors.Sample, 0, len(p.rings))}
 	return nil
 }

@@ -23,6 +23,10 @@ import (
 	"github.com/edged-dev/edged/trt"
 )
 
+// StateDir is where edged keeps state: daemon.state_dir, else
+// $STATE_DIRECTORY, else "" (none).
+func StateDir(c *config.Config) string { return stateDir(c) }
+
 // stateDir resolves daemon.state_dir: the configured folder, else
 // $STATE_DIRECTORY (systemd's StateDirectory=), else "" (no state kept).
 func stateDir(c *config.Config) string {

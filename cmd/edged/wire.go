@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/mqttsink"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
@@ -332,7 +334,7 @@ func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.L
 		slog := log.With("sink", s.Name)
 		var rl rateLog
 		sock, err := stream.NewSocket(stream.SocketOptions{
-			Name: s.Name, Path: c.Resolve(s.Path), Listener: inherited, NoActivation: true,
+			Name: s.Name, Path: c.Resolve(s.Path), Listener: inherited, NoActivation: true, Device: c.Daemon.DeviceID,
 			Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, QueueLen: s.ClientQueue,
 			WriteTimeout: s.WriteTimeout.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
 			AllowUIDs: u32s(s.AllowUIDs), AllowGIDs: u32s(s.AllowGIDs),
@@ -392,6 +394,8 @@ func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.L
 			return nil, err
 		}
 		return ser, nil
+	case "mqtt":
+		return newMQTTSink(log, s, c)
 	}
 	return nil, errors.New("sink kind " + s.Kind + " is not available in this build")
 }
@@ -412,4 +416,85 @@ func libPath(c *config.Config, lib string) string {
 		return lib
 	}
 	return c.Resolve(lib)
+}
+
+// newMQTTSink builds an MQTT sink; its on-disk queue is
+// state_dir/mqtt/<sink>/ (memory only without a state folder).
+func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.Sink, error) {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url %q: %w", s.URL, err)
+	}
+	enc, err := stream.ParseEncoding(s.Format)
+	if err != nil {
+		return nil, err
+	}
+	lg := log.With("sink", s.Name, "url", u.Redacted())
+	o := mqttsink.Options{
+		Name: s.Name, URL: u, Device: c.Daemon.DeviceID, Topic: s.Topic, StatusTopic: s.StatusTopic,
+		QoS: byte(*s.QoS), Encoding: enc, ClientID: s.ClientID, Username: s.Username,
+		QueueLen: s.Queue, QueueBytes: s.QueueBytes, Keepalive: s.Keepalive.Duration,
+		ConnectTimeout: s.ConnectTimeout.Duration, AckTimeout: s.AckTimeout.Duration,
+		FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
+	}
+	if s.PasswordFile != "" {
+		if o.Password, err = mqttsink.ReadPassword(c.Resolve(s.PasswordFile)); err != nil {
+			return nil, err
+		}
+	}
+	if u.Scheme == "mqtts" {
+		ca, cert, key := s.CAFile, s.CertFile, s.KeyFile
+		for _, p := range []*string{&ca, &cert, &key} {
+			if *p != "" {
+				*p = c.Resolve(*p)
+			}
+		}
+		if o.TLS, err = mqttsink.TLSConfig(ca, cert, key); err != nil {
+			return nil, err
+		}
+	}
+	if dir := edruntime.StateDir(c); dir != "" {
+		o.Dir = filepath.Join(dir, "mqtt", s.Name)
+	} else {
+		lg.Warn("no state folder (daemon.state_dir or systemd's StateDirectory=): the MQTT queue is kept in memory only and lost on restart")
+	}
+	var rl rateLog
+	o.OnEvent = func(ev mqttsink.Event) {
+		switch ev.Kind {
+		case mqttsink.QueueOpened:
+			r := ev.Report
+			if r.Corrupt > 0 {
+				lg.Warn("mqtt queue opened; damaged tails cut off (a power cut?)", "dir", o.Dir, "records", r.Records, "acked_seq", r.Acked, "last_seq", r.LastSeq, "truncated_bytes", r.Truncated, "segments_damaged", r.Corrupt)
+			} else {
+				lg.Info("mqtt queue opened", "dir", o.Dir, "records", r.Records, "acked_seq", r.Acked, "last_seq", r.LastSeq)
+			}
+		case mqttsink.Connected:
+			lg.Info("mqtt sink connected", "event", "sink_up")
+		case mqttsink.ConnectFailed:
+			what := "mqtt sink cannot connect; retrying"
+			switch {
+			case errors.Is(ev.Err, mqttsink.ErrAuth):
+				what = "mqtt sink: the broker refused the credentials (username, password_file); retrying"
+			case errors.Is(ev.Err, mqttsink.ErrTLS):
+				what = "mqtt sink: TLS handshake failed (is the broker's certificate signed by ca_file?); retrying"
+			}
+			rl.log(lg, slog.LevelError, what, what, "event", "sink_down", "err", ev.Err)
+		case mqttsink.Disconnected:
+			lg.Warn("mqtt sink disconnected; reconnecting", "event", "sink_down")
+		case mqttsink.PublishFailed:
+			rl.log(lg, logWarn, "publish failed", "mqtt publish failed or was not acknowledged in time; reconnecting and resending from the last acknowledged record", "err", ev.Err)
+		case mqttsink.Refused:
+			rl.log(lg, slog.LevelError, "refused", "mqtt broker refused a record; dropped", "err", ev.Err)
+		case mqttsink.QueueDegraded:
+			lg.Error("mqtt queue cannot be written; keeping records in memory only until it can", "dir", o.Dir, "err", ev.Err)
+		case mqttsink.QueueRestored:
+			lg.Info("mqtt queue written again", "dir", o.Dir)
+		}
+	}
+	sink, err := mqttsink.New(o)
+	if err != nil {
+		return nil, err
+	}
+	lg.Info("mqtt sink started", "topic", s.Topic, "status_topic", s.StatusTopic, "qos", *s.QoS, "format", enc.String(), "queue_dir", o.Dir)
+	return sink, nil
 }

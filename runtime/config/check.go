@@ -1,9 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,9 +172,42 @@ func (c *Config) applyDefaults() {
 			if s.MaxFrameBytes == 0 {
 				s.MaxFrameBytes = DefaultMaxFrameBytes
 			}
+		case "mqtt":
+			def(&s.Format, "ndjson")
+			def(&s.Topic, DefaultMQTTTopic)
+			def(&s.StatusTopic, DefaultMQTTStatusTopic)
+			def(&s.ClientID, DefaultMQTTClientID)
+			if s.QoS == nil {
+				q := 1
+				s.QoS = &q
+			}
+			if s.Queue == 0 {
+				s.Queue = DefaultMQTTQueue
+			}
+			if s.QueueBytes == 0 {
+				s.QueueBytes = DefaultMQTTQueueBytes
+			}
+			if s.Keepalive.Duration == 0 {
+				s.Keepalive.Duration = 30 * time.Second
+			}
+			if s.ConnectTimeout.Duration == 0 {
+				s.ConnectTimeout.Duration = 10 * time.Second
+			}
+			if s.AckTimeout.Duration == 0 {
+				s.AckTimeout.Duration = 10 * time.Second
+			}
 		}
 	}
 }
+
+// MQTT sink defaults.
+const (
+	DefaultMQTTTopic       = "edged/{device}/{pipeline}/results"
+	DefaultMQTTStatusTopic = "edged/{device}/status"
+	DefaultMQTTClientID    = "edged-{device}-{sink}"
+	DefaultMQTTQueue       = 1024
+	DefaultMQTTQueueBytes  = 64 << 20
+)
 
 // DefaultSocketPath is where a socket sink with no path listens:
 // $XDG_RUNTIME_DIR/edged.sock, else edged.sock in the working directory.
@@ -308,6 +343,9 @@ func (c *Config) validate(k *checker) []Problem {
 	}
 	if d.StallTimeout.Duration < time.Second {
 		k.add("daemon.stall_timeout", "must be at least 1s (it is how long a pipeline may make no progress before the systemd watchdog pings stop)")
+	}
+	if strings.ContainsAny(d.DeviceID, "/+#\x00") || strings.TrimSpace(d.DeviceID) != d.DeviceID || len(d.DeviceID) > 128 {
+		k.add("daemon.device_id", "%q must not contain /, +, #, or surrounding spaces, and at most 128 bytes (it is part of MQTT topics)", d.DeviceID)
 	}
 	if d.MaxModelBytes < 1<<20 {
 		k.add("daemon.max_model_bytes", "must be at least 1048576 (1 MiB): it is the largest model file edged reads, in bytes")
@@ -487,9 +525,25 @@ func (c *Config) CheckFiles() error {
 			k.add(at, "model file %s is a directory", p)
 		}
 	}
+	for i := range c.Sinks {
+		s := &c.Sinks[i]
+		if s.Kind != "mqtt" {
+			continue
+		}
+		for _, f := range []struct{ key, path string }{{"ca_file", s.CAFile}, {"cert_file", s.CertFile}, {"key_file", s.KeyFile}, {"password_file", s.PasswordFile}} {
+			if f.path == "" {
+				continue
+			}
+			p := c.Resolve(f.path)
+			if _, err := os.ReadFile(p); err != nil {
+				k.add(fmt.Sprintf("sink[%d].%s", i, f.key), "%s %s: %v", strings.ReplaceAll(f.key, "_", " "), p, errCause(err))
+			}
+		}
+	}
 	if len(k.probs) == 0 {
 		return nil
 	}
+	sortProblems(k.probs)
 	return &Error{Problems: k.probs}
 }
 
@@ -568,11 +622,94 @@ func (c *Config) checkSink(k *checker, i int) {
 		if s.MaxFrameBytes < 64 || s.MaxFrameBytes > 1<<20 {
 			k.add(at("max_frame_bytes"), "must be between 64 and 1048576")
 		}
+	case "mqtt":
+		c.checkMQTTSink(k, s, at)
 	case "":
-		k.add(fmt.Sprintf("sink[%d]", i), "missing kind (\"socket\" or \"serial\")")
+		k.add(fmt.Sprintf("sink[%d]", i), "missing kind (\"socket\", \"serial\" or \"mqtt\")")
 	default:
-		k.add(at("kind"), "%q is not one of \"socket\", \"serial\"", s.Kind)
+		k.add(at("kind"), "%q is not one of \"socket\", \"serial\", \"mqtt\"", s.Kind)
 	}
+}
+
+func (c *Config) checkMQTTSink(k *checker, s *Sink, at func(string) string) {
+	switch u, err := url.Parse(s.URL); {
+	case s.URL == "":
+		k.add(at("url"), "missing: an mqtt sink needs url = \"mqtt://host:1883\" or \"mqtts://host:8883\"")
+	case err != nil:
+		k.add(at("url"), "%q is not a URL", s.URL)
+	case u.Scheme != "mqtt" && u.Scheme != "mqtts":
+		k.add(at("url"), "scheme %q is not \"mqtt\" or \"mqtts\" (TLS)", u.Scheme)
+	case u.Hostname() == "":
+		k.add(at("url"), "%q names no host", s.URL)
+	case u.User != nil:
+		k.add(at("url"), "must not hold credentials: use username and password_file")
+	case u.Scheme == "mqtt" && (s.CAFile != "" || s.CertFile != "" || s.KeyFile != ""):
+		k.add(at("url"), "ca_file, cert_file and key_file need TLS: use mqtts://")
+	}
+	k.oneOf(at("format"), s.Format, "ndjson", "cbor")
+	if err := CheckTopic(s.Topic, true); err != nil {
+		k.add(at("topic"), "%v", err)
+	}
+	if err := CheckTopic(s.StatusTopic, false); err != nil {
+		k.add(at("status_topic"), "%v", err)
+	}
+	if s.QoS != nil && *s.QoS != 0 && *s.QoS != 1 {
+		k.add(at("qos"), "must be 0 or 1")
+	}
+	if s.ClientID == "" {
+		k.add(at("client_id"), "must not be empty")
+	}
+	if (s.CertFile == "") != (s.KeyFile == "") {
+		k.add(at("cert_file"), "cert_file and key_file go together (a client certificate and its key)")
+	}
+	if s.Queue < 1 || s.Queue > 1<<20 {
+		k.add(at("queue"), "must be between 1 and 1048576")
+	}
+	if s.QueueBytes < 64<<10 {
+		k.add(at("queue_bytes"), "must be at least 65536 (64 KiB): it bounds the on-disk queue, in bytes")
+	}
+	if s.Keepalive.Duration < time.Second || s.Keepalive.Duration > 65535*time.Second {
+		k.add(at("keepalive"), "must be between 1s and 65535s")
+	}
+	if s.ConnectTimeout.Duration <= 0 {
+		k.add(at("connect_timeout"), "must be positive")
+	}
+	if s.AckTimeout.Duration <= 0 {
+		k.add(at("ack_timeout"), "must be positive")
+	}
+}
+
+// CheckTopic checks an MQTT topic template: placeholders {device},
+// {sink} and (when pipeline is true) {pipeline}; no wildcards.
+func CheckTopic(t string, pipeline bool) error {
+	if t == "" {
+		return errors.New("must not be empty")
+	}
+	rest := t
+	for {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return fmt.Errorf("%q: unclosed {", t)
+		}
+		switch name := rest[i+1 : i+j]; name {
+		case "device", "sink":
+		case "pipeline":
+			if !pipeline {
+				return fmt.Errorf("%q: {pipeline} is not known here (status records may be about no pipeline)", t)
+			}
+		default:
+			return fmt.Errorf("%q: unknown placeholder {%s} (use {device}, {sink}%s)", t, name, map[bool]string{true: ", {pipeline}"}[pipeline])
+		}
+		rest = rest[i+j+1:]
+	}
+	if strings.ContainsAny(t, "+#\x00") {
+		return fmt.Errorf("%q: a topic to publish to must not contain + or # (wildcards)", t)
+	}
+	return nil
 }
 
 func (c *Config) checkPipeline(k *checker, i int) {

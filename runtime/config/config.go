@@ -52,6 +52,10 @@ type Daemon struct {
 	StallTimeout   Duration `toml:"stall_timeout"`
 	OnnxRuntimeLib string   `toml:"onnxruntime_lib"`
 	MaxModelBytes  int64    `toml:"max_model_bytes"`
+	// DeviceID names this edged instance in every record ("device") and
+	// in MQTT topics; "" = /etc/machine-id, else the host name (chosen by
+	// the daemon at start).
+	DeviceID string `toml:"device_id"`
 }
 
 // GPU is the [gpu] table.
@@ -162,7 +166,7 @@ type Postprocess struct {
 // Sink is one [[sink]].
 type Sink struct {
 	Name   string `toml:"name"`
-	Kind   string `toml:"kind"` // socket | serial
+	Kind   string `toml:"kind"` // socket | serial | mqtt
 	Format string `toml:"format"`
 
 	// Socket.
@@ -181,8 +185,24 @@ type Sink struct {
 	DataBits      int    `toml:"data_bits"`
 	Parity        string `toml:"parity"`
 	StopBits      int    `toml:"stop_bits"`
-	Queue         int    `toml:"queue"`
+	Queue         int    `toml:"queue"` // serial and mqtt: records held in memory
 	MaxFrameBytes int    `toml:"max_frame_bytes"`
+
+	// MQTT.
+	URL            string   `toml:"url"`          // mqtt://host:1883 | mqtts://host:8883
+	Topic          string   `toml:"topic"`        // {device} {pipeline} {sink}
+	StatusTopic    string   `toml:"status_topic"` // {device} {sink}
+	QoS            *int     `toml:"qos"`          // 0 | 1 (default 1)
+	ClientID       string   `toml:"client_id"`
+	Username       string   `toml:"username"`
+	PasswordFile   string   `toml:"password_file"`
+	CAFile         string   `toml:"ca_file"`
+	CertFile       string   `toml:"cert_file"`
+	KeyFile        string   `toml:"key_file"`
+	QueueBytes     int64    `toml:"queue_bytes"` // on-disk queue bound
+	Keepalive      Duration `toml:"keepalive"`
+	ConnectTimeout Duration `toml:"connect_timeout"`
+	AckTimeout     Duration `toml:"ack_timeout"`
 }
 
 // Duration is a time.Duration written as a string such as "250ms".

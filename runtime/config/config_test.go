@@ -199,6 +199,15 @@ kind = "socket"
 		{"no pipeline", "[daemon]\n", []string{`no [[pipeline]] defined`}},
 		{"serial source as pipeline source", strings.Replace(base, `kind = "synthetic"`, "kind = \"serial\"\ndevice = \"/dev/null\"", 1),
 			[]string{`pipeline[0].source: source "cam0" is a serial sensor`}},
+		{"mqtt url scheme", strings.Replace(base, `kind = "socket"`, "kind = \"mqtt\"\nurl = \"http://broker:1883\"", 1),
+			[]string{`:21:1: sink[0].url: scheme "http" is not "mqtt" or "mqtts"`}},
+		{"mqtt problems", strings.Replace(base, `kind = "socket"`, "kind = \"mqtt\"\nurl = \"mqtt://broker\"\nqos = 2\ntopic = \"a/{pipe}/#\"\nstatus_topic = \"s/{pipeline}\"\nca_file = \"ca.pem\"\nkey_file = \"k.pem\"\nqueue_bytes = 100", 1),
+			[]string{`:18:1: sink[0].cert_file: cert_file and key_file go together`, `:21:1: sink[0].url: ca_file, cert_file and key_file need TLS`, `:22:1: sink[0].qos: must be 0 or 1`,
+				`:23:1: sink[0].topic: "a/{pipe}/#": unknown placeholder {pipe}`, `:24:1: sink[0].status_topic: "s/{pipeline}": {pipeline} is not known here`, `:27:1: sink[0].queue_bytes: must be at least 65536`}},
+		{"mqtt missing url", strings.Replace(base, `kind = "socket"`, "kind = \"mqtt\"", 1),
+			[]string{`:18:1: sink[0].url: missing: an mqtt sink needs url`}},
+		{"device id with a slash", strings.Replace(base, `[[source]]`, "[daemon]\ndevice_id = \"a/b\"\n\n[[source]]", 1),
+			[]string{`:3:1: daemon.device_id: "a/b" must not contain /`}},
 		{"bad duration", strings.Replace(base, `[[source]]`, "[daemon]\nstop_timeout = \"soon\"\n\n[[source]]", 1),
 			[]string{`:3:1: daemon.stop_timeout: `, `invalid duration "soon"`}},
 	}
@@ -334,6 +343,49 @@ kind = "socket"
 	}
 	if got := cfg.Resolve("models/x.engine"); got != filepath.Join(dir, "models/x.engine") {
 		t.Errorf("Resolve: %s", got)
+	}
+}
+
+// An MQTT sink's files are checked with the model files: each problem
+// names the file, the line and the key.
+func TestMQTTSinkFiles(t *testing.T) {
+	dir := t.TempDir()
+	text := `
+[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+[[model]]
+name = "m"
+path = "builtin:demo"
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "m"
+sinks = ["s"]
+[[sink]]
+name = "s"
+kind = "mqtt"
+url = "mqtts://broker:8883"
+username = "edged"
+password_file = "secret/none"
+ca_file = "ca.pem"
+`
+	f := filepath.Join(dir, "edged.toml")
+	os.WriteFile(f, []byte(text), 0o644)
+	os.WriteFile(filepath.Join(dir, "ca.pem"), []byte("x"), 0o644)
+	cfg, err := LoadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Sinks[0]; s.Topic != DefaultMQTTTopic || s.StatusTopic != DefaultMQTTStatusTopic || *s.QoS != 1 || s.QueueBytes != DefaultMQTTQueueBytes || s.Format != "ndjson" {
+		t.Errorf("defaults: %+v", s)
+	}
+	err = cfg.CheckFiles()
+	want := f + ":20:1: sink[0].password_file: password file " + filepath.Join(dir, "secret/none") + ": no such file or directory"
+	if err == nil || !errors.Is(err, ErrInvalid) || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
 	}
 }
 

@@ -113,9 +113,13 @@ const (
 
 // cborPairs is the number of map pairs of r's encoding at level.
 func cborPairs(r *Record, level int) uint64 {
+	var dev uint64
+	if r.Device != "" {
+		dev = 1
+	}
 	switch r.Kind {
 	case KindResult:
-		n := uint64(9) // type v seq pipeline frame_seq t_capture_ns engine latency_us outputs
+		n := 9 + dev // type v seq [device] pipeline frame_seq t_capture_ns engine latency_us outputs
 		if len(r.Sensors) > 0 && level < levelNoLists {
 			n++
 		}
@@ -124,9 +128,9 @@ func cborPairs(r *Record, level int) uint64 {
 		}
 		return n
 	case KindError:
-		return 5 // type v seq error t_ns
+		return 5 + dev // type v seq [device] error t_ns
 	}
-	n := uint64(5) // type v seq event t_ns
+	n := 5 + dev // type v seq [device] event t_ns
 	if r.Pipeline != "" {
 		n++
 	}
@@ -162,6 +166,10 @@ func appendCBORHeadPart(b []byte, r *Record, level int) []byte {
 
 // appendCBORBody appends the pairs after the seq value.
 func appendCBORBody(b []byte, r *Record, level int) []byte {
+	if r.Device != "" {
+		b = appendCBORText(b, "device")
+		b = appendCBORText(b, r.Device)
+	}
 	switch r.Kind {
 	case KindResult:
 		b = appendCBORText(b, "pipeline")

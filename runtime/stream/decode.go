@@ -20,6 +20,7 @@ type Decoded struct {
 	Type      string                   `json:"type"`
 	V         int                      `json:"v"`
 	Seq       uint64                   `json:"seq"`
+	Device    string                   `json:"device,omitempty"`
 	Pipeline  string                   `json:"pipeline,omitempty"`
 	FrameSeq  uint64                   `json:"frame_seq,omitempty"`
 	TCapture  int64                    `json:"t_capture_ns,omitempty"`

@@ -28,7 +28,7 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 		return f
 	}
 	str := validUTF8
-	d := Decoded{Type: r.Kind.String(), V: Version, Seq: seq}
+	d := Decoded{Type: r.Kind.String(), V: Version, Seq: seq, Device: validUTF8(r.Device)}
 	switch r.Kind {
 	case KindResult:
 		d.Pipeline, d.FrameSeq, d.TCapture = str(r.Pipeline), r.FrameSeq, r.TCaptureNs

@@ -43,6 +43,10 @@ const (
 // appendJSONBody appends everything after the seq digits, including the
 // closing brace and the newline.
 func appendJSONBody(b []byte, r *Record, level int) []byte {
+	if r.Device != "" {
+		b = append(b, `,"device":`...)
+		b = appendJSONString(b, r.Device)
+	}
 	switch r.Kind {
 	case KindResult:
 		b = append(b, `,"pipeline":`...)

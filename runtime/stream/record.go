@@ -33,7 +33,11 @@ func (k Kind) String() string {
 // per pipeline: sinks encode it during Publish and keep no reference to it or
 // to any slice inside it.
 type Record struct {
-	Kind     Kind
+	Kind Kind
+	// Device identifies the edged instance ([daemon] device_id). The
+	// daemon sets it on every record it publishes; it is written right
+	// after seq, and left out only when empty.
+	Device   string
 	Pipeline string
 
 	// Result fields.

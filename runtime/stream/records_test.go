@@ -18,7 +18,7 @@ func sampleRecords() []struct {
 		rec  Record
 	}{
 		{"result_classes", Record{
-			Kind: KindResult, Pipeline: "front", FrameSeq: 1234, TCaptureNs: 987654321012,
+			Kind: KindResult, Device: "jetson-01", Pipeline: "front", FrameSeq: 1234, TCaptureNs: 987654321012,
 			Engine:  EngineRef{Name: "demo", Generation: 3, SHA256: "ab12cd34ef56"},
 			Latency: Latency{Pre: 410, Infer: 2800, Post: 95, Total: 3400},
 			Outputs: []Output{
@@ -30,7 +30,7 @@ func sampleRecords() []struct {
 			},
 		}},
 		{"result_detections", Record{
-			Kind: KindResult, Pipeline: "dock cam \"A\"", FrameSeq: 1 << 40, TCaptureNs: 5,
+			Kind: KindResult, Device: "jetson-01", Pipeline: "dock cam \"A\"", FrameSeq: 1 << 40, TCaptureNs: 5,
 			Engine:  EngineRef{Name: "yolo-v8n", Generation: 1, SHA256: "0123456789ab"},
 			Latency: Latency{Pre: 1200, Infer: 15000, Post: 800, Total: 17000},
 			Outputs: []Output{{Name: "objects", Kind: OutputDetections, Detections: []Detection{
@@ -45,21 +45,21 @@ func sampleRecords() []struct {
 			},
 		}},
 		{"result_raw", Record{
-			Kind: KindResult, Pipeline: "raw", FrameSeq: 0, TCaptureNs: -1,
+			Kind: KindResult, Device: "jetson-01", Pipeline: "raw", FrameSeq: 0, TCaptureNs: -1,
 			Engine: EngineRef{Name: "ünïcode", Generation: 18446744073709551615, SHA256: ""},
 			Outputs: []Output{{Name: "logits", Kind: OutputRaw, Shape: []int64{1, 1000}, Truncated: true,
 				Data: []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), -0.5, 1e-7, 3.4e38, 16777216, 1}}},
 		}},
 		{"status_engine_reloaded", Record{
-			Kind: KindStatus, Event: "engine_reloaded", Pipeline: "front", Source: "demo",
+			Kind: KindStatus, Device: "jetson-01", Event: "engine_reloaded", Pipeline: "front", Source: "demo",
 			Engine: EngineRef{Name: "demo", Generation: 4, SHA256: "ab12cd34ef56"}, TNs: 1000000000,
 		}},
 		{"status_engine_rejected", Record{
-			Kind: KindStatus, Event: "engine_rejected", Source: "yolo",
+			Kind: KindStatus, Device: "jetson-01", Event: "engine_rejected", Source: "yolo",
 			Reason: "warm-up produced NaN in \"output0\"\nkeeping generation 3 \u2028 \x01 bad:\xff\xfe", TNs: 2,
 		}},
-		{"status_config_reloaded", Record{Kind: KindStatus, Event: "config_reloaded", TNs: 3}},
-		{"error_max_clients", Record{Kind: KindError, Reason: "stream: too many clients (64); close another client or raise max_clients", TNs: 4}},
+		{"status_config_reloaded", Record{Kind: KindStatus, Device: "jetson-01", Event: "config_reloaded", TNs: 3}},
+		{"error_max_clients", Record{Kind: KindError, Device: "jetson-01", Reason: "stream: too many clients (64); close another client or raise max_clients", TNs: 4}},
 	}
 }
 
@@ -67,7 +67,7 @@ func sampleRecords() []struct {
 // sensor samples.
 func benchRecord() *Record {
 	r := &Record{
-		Kind: KindResult, Pipeline: "front", FrameSeq: 123456, TCaptureNs: 987654321012,
+		Kind: KindResult, Device: "jetson-01", Pipeline: "front", FrameSeq: 123456, TCaptureNs: 987654321012,
 		Engine:  EngineRef{Name: "yolo-v8n", Generation: 3, SHA256: "ab12cd34ef56"},
 		Latency: Latency{Pre: 410, Infer: 12800, Post: 95, Total: 13400},
 	}

@@ -81,6 +81,10 @@ type SocketOptions struct {
 	// NoActivation stops NewSocket from looking for a listener systemd
 	// passed (see InheritedListener) before binding Path itself.
 	NoActivation bool
+	// Device is written into the records the sink makes itself (error
+	// records, replies to requests), as the daemon writes it into the
+	// records it publishes.
+	Device string
 	// Mode of the socket file (default 0660) and Group (name or numeric
 	// gid; "" keeps the daemon's primary group). Applied before the file
 	// appears under Path. Ignored for inherited listeners, whose .socket
@@ -513,7 +517,7 @@ func (s *Socket) admit(conn *net.UnixConn) {
 // reject writes one error record to conn and closes it.
 func (s *Socket) reject(conn *net.UnixConn, peer PeerCred, why error) {
 	s.rejected.Add(1)
-	rec := Record{Kind: KindError, Reason: why.Error(), TNs: sensors.Now()}
+	rec := Record{Kind: KindError, Device: s.opts.Device, Reason: why.Error(), TNs: sensors.Now()}
 	var e encoded
 	e.encode(&rec, s.opts.Encoding == NDJSON, s.opts.Encoding == CBOR, 0)
 	conn.SetWriteDeadline(time.Now().Add(time.Second))
@@ -654,6 +658,7 @@ func (c *client) skip() {
 // pushOwn encodes a record meant for this client alone and queues it.
 // The caller holds s.mu.
 func (c *client) pushOwn(r *Record) {
+	r.Device = c.s.opts.Device
 	e := c.s.get()
 	e.encode(r, c.enc == NDJSON, c.enc == CBOR, 0)
 	e.refs.Store(1)

@@ -1,0 +1,25 @@
+// Package mqttsink is the MQTT sink: records published to an MQTT 5 broker
+// (eclipse/paho.golang autopaho) through a bounded, persistent queue.
+//
+// Publish encodes a record (NDJSON or CBOR, the socket's encodings, one
+// record per message) into a bounded in-memory ring and returns: the
+// pipeline never waits for the disk or the broker. The record's seq is
+// assigned there, per sink, and travels with it. A writer goroutine
+// appends the ring to the on-disk [Queue] (segment files of length + seq +
+// CRC-32C framed records, fsynced every second); a publisher goroutine
+// sends the queue in order, one message in flight, and advances a
+// persisted cursor on PUBACK (QoS 1) or after the write (QoS 0). After a
+// reconnect or a restart it starts again from the cursor: delivery is at
+// least once, duplicates are possible, and seq stays contiguous except
+// where the ring or the queue's bound dropped the oldest records.
+//
+// A disk that cannot be written (full, read-only) makes the queue keep
+// records in memory (bounded) until the disk works again. Every write to
+// the broker has a deadline and every publish an ack timeout, so a broker
+// that stops reading costs a reconnect, never a stalled pipeline.
+//
+// The package never logs: it reports through Options.OnEvent, Stats and
+// the status function the daemon sets (SetStatusFunc), and returns errors
+// wrapping its sentinels (ErrAuth, ErrTLS, ErrConnect, ErrPublish,
+// ErrDisk, ErrCorrupt).
+package mqttsink
