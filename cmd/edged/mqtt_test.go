@@ -194,12 +194,12 @@ password_file = %q
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`edged_sink_connected{sink="cloud"} 0`, `edged_sink_connected{sink="good"} 1`, `edged_sink_errors_total{sink="cloud",reason="auth"} `} {
+	for _, want := range []string{`edged_sink_connected{sink="cloud"} 0`, `edged_sink_connected{sink="good"} 1`, `edged_sink_errors_total{reason="auth",sink="cloud"} `} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if strings.Contains(string(body), `edged_sink_errors_total{sink="cloud",reason="auth"} 0`) {
+	if strings.Contains(string(body), `edged_sink_errors_total{reason="auth",sink="cloud"} 0`) {
 		t.Error("auth errors not counted")
 	}
 
