@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -183,6 +184,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		{"edged_results_total", dto.MetricType_COUNTER}, {"edged_inference_errors_total", dto.MetricType_COUNTER},
 		{"edged_preprocess_errors_total", dto.MetricType_COUNTER},
 		{"edged_latency_seconds", dto.MetricType_HISTOGRAM}, {"edged_inference_seconds", dto.MetricType_HISTOGRAM},
+		{"edged_stage_seconds", dto.MetricType_HISTOGRAM},
 		{"edged_pipeline_progress_age_seconds", dto.MetricType_GAUGE}, {"edged_source_up", dto.MetricType_GAUGE},
 		{"edged_source_starts_total", dto.MetricType_COUNTER}, {"edged_engine_info", dto.MetricType_GAUGE},
 		{"edged_pool_slots", dto.MetricType_GAUGE},
@@ -218,6 +220,27 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Errorf("edged_build_info %v", v)
 	}
 	value(mfs, "edged_engine_info", "pipeline", "demo", "model", "demo", "generation", "1", "sha256", "0085b3a424d0", "backend", "onnxruntime")
+	// Every stage of every result, and the stages add up to the latency
+	// (they are differences of the same stamps).
+	var stageSum float64
+	for _, stage := range []string{"fill", "queue", "pre", "infer", "post"} {
+		m := series(mfs, "edged_stage_seconds", "pipeline", "demo", "stage", stage)
+		if m == nil || m.Histogram == nil {
+			t.Fatalf("no histogram edged_stage_seconds{pipeline=\"demo\",stage=%q}", stage)
+		}
+		if n := float64(m.Histogram.GetSampleCount()); n < r1-1 {
+			t.Errorf("edged_stage_seconds{stage=%q}: count %v after %v results", stage, n, r1)
+		}
+		stageSum += m.Histogram.GetSampleSum()
+	}
+	if lat := series(mfs, "edged_latency_seconds", "pipeline", "demo"); lat != nil && lat.Histogram != nil {
+		// A scrape may fall between a frame's latency and its stages:
+		// allow two frames' worth.
+		total := lat.Histogram.GetSampleSum()
+		if mean := total / float64(lat.Histogram.GetSampleCount()); math.Abs(stageSum-total) > 2*mean+1e-9 {
+			t.Errorf("the stages sum to %v s, the latency to %v s", stageSum, total)
+		}
+	}
 	for _, name := range []string{"edged_latency_seconds", "edged_inference_seconds"} {
 		m := series(mfs, name, "pipeline", "demo")
 		if m == nil || m.Histogram == nil {
