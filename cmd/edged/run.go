@@ -14,6 +14,8 @@ import (
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/sensors/jpeg"
+	"github.com/edged-dev/edged/trt/onnx"
 )
 
 func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
@@ -37,6 +39,8 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 			}
 		}
 	}
+
+	preloadLibraries(cfg, log)
 
 	listeners, err := inheritedListeners()
 	if err != nil {
@@ -131,4 +135,35 @@ func newLogger(d config.Daemon, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// preloadLibraries loads ONNX Runtime, when a model will need it, and
+// libjpeg-turbo, when a camera may deliver MJPEG, while
+// the process has nothing else running: before the daemon starts its
+// goroutines. glibc before 2.34 (JetPack 5 is Ubuntu 20.04, glibc 2.31) has
+// a race between dlopen of a library with thread-local storage and a
+// thread being created at the same moment (sourceware bug 19329: the
+// assertion "_dl_allocate_tls_init: ... dl_tls_generation" aborts the
+// process). Go creates threads whenever goroutines need them, so a
+// library loaded while pipelines and sinks start can hit it; CI hit it
+// under qemu. Loaded here, no other goroutine wants a thread. A failure is
+// not reported here: the model load reports it where it belongs.
+func preloadLibraries(cfg *config.Config, log *slog.Logger) {
+	for i := range cfg.Models {
+		if bn, err := config.ModelBackend(&cfg.Models[i]); err == nil && bn == "onnx" {
+			if _, err := onnx.New(onnx.Options{Library: cfg.Resolve(cfg.Daemon.OnnxRuntimeLib)}); err != nil {
+				log.Debug("ONNX Runtime not preloaded", "err", err)
+			}
+			break
+		}
+	}
+	for _, s := range cfg.Sources {
+		// A replay file says its format only when opened.
+		if s.Format == "MJPEG" || s.Format == "MJPG" || s.Kind == "replay" {
+			if d, err := jpeg.New(jpeg.Options{Backend: jpeg.TurboJPEG}); err == nil {
+				d.Close() // the library stays loaded
+			}
+			return
+		}
+	}
 }
