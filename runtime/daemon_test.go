@@ -327,7 +327,9 @@ func TestContextLostExits(t *testing.T) {
 	backend := ortBackend(t)
 	old := failpoints
 	failpoints = parseFailpoints("pipeline/context-lost=error:5")
-	defer func() { failpoints = old }()
+	// A cleanup registered before the daemon's runs after it has stopped:
+	// a deferred restore would race the pipeline still reading it.
+	t.Cleanup(func() { failpoints = old })
 	sink := newRecordingSink()
 	cfg := defaultConfig(t, func(s string) string { return mustReplace(t, s, "fps = 30.0", "fps = 100.0") })
 	d, _ := New(Options{Config: cfg, Factories: testFactories(t, sink, backend)})

@@ -104,7 +104,9 @@ func TestStateDiskFull(t *testing.T) {
 	backend := ortBackend(t)
 	old := failpoints
 	failpoints = parseFailpoints("state/write=error:2")
-	defer func() { failpoints = old }()
+	// A cleanup registered before the daemon's runs after it has stopped:
+	// a deferred restore would race the pipeline still reading it.
+	t.Cleanup(func() { failpoints = old })
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	model := filepath.Join(dir, "demo.onnx")
