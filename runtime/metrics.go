@@ -31,6 +31,12 @@ var latencyBuckets = []float64{
 	0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5,
 }
 
+// stageBuckets (seconds) reach down to the microseconds a queue wait or a
+// post-processing step takes. The stage histograms have classic buckets
+// only: their small values wander over many native buckets, each of which
+// allocates once when first hit, and a frame must not allocate.
+var stageBuckets = append([]float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025}, latencyBuckets...)
+
 // reloadBuckets (seconds) suit a reload transaction: reading, hashing,
 // loading and warming up an engine takes from tens of milliseconds (a
 // small ONNX model) to a minute (a large TensorRT plan on a Jetson).
@@ -82,8 +88,9 @@ func newPipelineMetrics(pipeline string) pipelineMetrics {
 			"Capture to result latency: from the frame's capture stamp to the result handed to the sinks.", latencyBuckets, l)),
 		inference: prometheus.NewHistogram(histogramOpts("edged_inference_seconds",
 			"Inference time: the engine's run on one frame.", latencyBuckets, l)),
-		stages: prometheus.NewHistogramVec(histogramOpts("edged_stage_seconds",
-			"Time of each stage of a result (fill, queue, pre, infer, post: latency_us of the record), which add up to edged_latency_seconds.", latencyBuckets, l), []string{"stage"}),
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "edged_stage_seconds",
+			Help:    "Time of each stage of a result (fill, queue, pre, infer, post: latency_us of the record), which add up to edged_latency_seconds.",
+			Buckets: stageBuckets, ConstLabels: l}, []string{"stage"}),
 	}
 	for i, name := range stageNames {
 		m.stage[i] = m.stages.WithLabelValues(name)
