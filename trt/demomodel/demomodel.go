@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/edged-dev/edged/internal/demoscene"
+	pb "github.com/edged-dev/edged/internal/onnxproto"
 	"github.com/edged-dev/edged/trt"
 )
 
@@ -160,27 +161,27 @@ func Build(o Options) ([]byte, error) {
 	for i := range gx {
 		gx[i] = (float32(i) + 0.5) / float32(s)
 	}
-	consts := []tensor{
-		{name: "threshold", floats: []float32{Threshold}},
-		{name: "one", floats: []float32{1}},
-		{name: "epsilon", floats: []float32{eps}},
-		{name: "axes_hw", dims: []int64{2}, ints: []int64{2, 3}},
-		{name: "palette_weights", dims: []int64{3, int64(Classes)}, floats: w},
-		{name: "palette_bias", dims: []int64{int64(Classes)}, floats: b},
-		{name: "grid_x", dims: []int64{1, 1, 1, s}, floats: gx},
-		{name: "grid_y", dims: []int64{1, 1, s, 1}, floats: gx},
+	consts := []pb.Tensor{
+		{Name: "threshold", Floats: []float32{Threshold}},
+		{Name: "one", Floats: []float32{1}},
+		{Name: "epsilon", Floats: []float32{eps}},
+		{Name: "axes_hw", Dims: []int64{2}, Ints: []int64{2, 3}},
+		{Name: "palette_weights", Dims: []int64{3, int64(Classes)}, Floats: w},
+		{Name: "palette_bias", Dims: []int64{int64(Classes)}, Floats: b},
+		{Name: "grid_x", Dims: []int64{1, 1, 1, s}, Floats: gx},
+		{Name: "grid_y", Dims: []int64{1, 1, s, 1}, Floats: gx},
 	}
-	n := func(op, out string, ins []string, attrs ...attr) node {
-		return node{op: op, name: out, inputs: ins, outputs: []string{out}, attrs: attrs}
+	n := func(op, out string, ins []string, attrs ...pb.Attr) pb.Node {
+		return pb.Node{Op: op, Name: out, Inputs: ins, Outputs: []string{out}, Attrs: attrs}
 	}
-	sum := func(out, x string) node {
-		return n("ReduceSum", out, []string{x, "axes_hw"}, intAttr("keepdims", 0))
+	sum := func(out, x string) pb.Node {
+		return n("ReduceSum", out, []string{x, "axes_hw"}, pb.IntAttr("keepdims", 0))
 	}
-	nodes := []node{
+	nodes := []pb.Node{
 		// Square mask: darkest channel above the threshold.
-		n("ReduceMin", "darkest", []string{in}, intsAttr("axes", 1), intAttr("keepdims", 1)),
+		n("ReduceMin", "darkest", []string{in}, pb.IntsAttr("axes", 1), pb.IntAttr("keepdims", 1)),
 		n("Greater", "is_square", []string{"darkest", "threshold"}),
-		n("Cast", "square_mask", []string{"is_square"}, intAttr("to", dtFloat)),
+		n("Cast", "square_mask", []string{"is_square"}, pb.IntAttr("to", pb.DTFloat)),
 		n("Sub", "bg_mask", []string{"one", "square_mask"}),
 		// Class: softmax of T*(2*m·c - |c|²) over the palette, m the mean
 		// background colour.
@@ -191,7 +192,7 @@ func Build(o Options) ([]byte, error) {
 		n("Div", "bg_mean", []string{"bg_sum", "bg_count_eps"}),
 		n("MatMul", "scores", []string{"bg_mean", "palette_weights"}),
 		n("Add", "logits", []string{"scores", "palette_bias"}),
-		n("Softmax", ClassOutput, []string{"logits"}, intAttr("axis", 1)),
+		n("Softmax", ClassOutput, []string{"logits"}, pb.IntAttr("axis", 1)),
 		// Centroid: mask-weighted mean of the pixel centres.
 		n("Mul", "wx", []string{"square_mask", "grid_x"}),
 		n("Mul", "wy", []string{"square_mask", "grid_y"}),
@@ -199,36 +200,36 @@ func Build(o Options) ([]byte, error) {
 		sum("sum_y", "wy"),
 		sum("sq_count", "square_mask"),
 		n("Add", "sq_count_eps", []string{"sq_count", "epsilon"}),
-		n("Concat", "sum_xy", []string{"sum_x", "sum_y"}, intAttr("axis", 1)),
+		n("Concat", "sum_xy", []string{"sum_x", "sum_y"}, pb.IntAttr("axis", 1)),
 		n("Div", CentroidOutput, []string{"sum_xy", "sq_count_eps"}),
 	}
 
-	var g msg
+	var g pb.Msg
 	for _, nd := range nodes {
-		g = g.bytes(graphNode, nd.encode())
+		g = g.Bytes(pb.GraphNode, nd.Encode())
 	}
-	g = g.str(graphName, "edged_demo")
+	g = g.Str(pb.GraphName, "edged_demo")
 	for _, c := range consts {
-		g = g.bytes(graphInitializer, c.encode())
+		g = g.Bytes(pb.GraphInitializer, c.Encode())
 	}
-	g = g.str(graphDocString, "class: background palette index; centroid: (x, y) of the white square in [0,1]")
-	g = g.bytes(graphInput, valueInfo(in, o.batch(), 3, s, s))
-	g = g.bytes(graphOutput, valueInfo(ClassOutput, o.batch(), int64(Classes)))
-	g = g.bytes(graphOutput, valueInfo(CentroidOutput, o.batch(), 2))
+	g = g.Str(pb.GraphDocString, "class: background palette index; centroid: (x, y) of the white square in [0,1]")
+	g = g.Bytes(pb.GraphInput, pb.ValueInfo(in, o.batch(), 3, s, s))
+	g = g.Bytes(pb.GraphOutput, pb.ValueInfo(ClassOutput, o.batch(), int64(Classes)))
+	g = g.Bytes(pb.GraphOutput, pb.ValueInfo(CentroidOutput, o.batch(), 2))
 
-	m := msg(nil).
-		varint(modelIRVersion, irVersion).
-		str(modelProducerName, producerName).
-		str(modelProducerVersion, producerVersion).
-		str(modelDomain, "dev.edged").
-		varint(modelModelVersion, 1).
-		str(modelDocString, "edged built-in demo model; see trt/demomodel").
-		bytes(modelGraph, g).
-		bytes(modelOpsetImport, msg(nil).str(opsetDomain, "").varint(opsetVersion, opset)).
-		bytes(modelMetadataProps, entry("edged.labels", strings.Join(Labels[:], ","))).
-		bytes(modelMetadataProps, entry("edged.variant", strconv.Itoa(o.Permutation)))
+	m := pb.Msg(nil).
+		Varint(pb.ModelIRVersion, irVersion).
+		Str(pb.ModelProducerName, producerName).
+		Str(pb.ModelProducerVersion, producerVersion).
+		Str(pb.ModelDomain, "dev.edged").
+		Varint(pb.ModelModelVersion, 1).
+		Str(pb.ModelDocString, "edged built-in demo model; see trt/demomodel").
+		Bytes(pb.ModelGraph, g).
+		Bytes(pb.ModelOpsetImport, pb.Msg(nil).Str(pb.OpsetDomain, "").Varint(pb.OpsetVersion, opset)).
+		Bytes(pb.ModelMetadataProps, pb.Entry("edged.labels", strings.Join(Labels[:], ","))).
+		Bytes(pb.ModelMetadataProps, pb.Entry("edged.variant", strconv.Itoa(o.Permutation)))
 	if o.NaN {
-		m = m.bytes(modelMetadataProps, entry("edged.nan", "true"))
+		m = m.Bytes(pb.ModelMetadataProps, pb.Entry("edged.nan", "true"))
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	pb "github.com/edged-dev/edged/internal/onnxproto"
 )
 
 // Tensor names and sizes.
@@ -35,7 +37,7 @@ func Build(o Options) ([]byte, error) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x6564676564)) // "edged"
 	// He-uniform weights (fan_in), small biases.
-	weights := func(name string, fanIn int, dims ...int64) tensor {
+	weights := func(name string, fanIn int, dims ...int64) pb.Tensor {
 		n := int64(1)
 		for _, d := range dims {
 			n *= d
@@ -45,46 +47,50 @@ func Build(o Options) ([]byte, error) {
 		for i := range v {
 			v[i] = float32((rng.Float64()*2 - 1) * a)
 		}
-		return tensor{name: name, dims: dims, floats: v}
+		return pb.Tensor{Name: name, Dims: dims, Floats: v}
 	}
-	bias := func(name string, n int64) tensor {
+	bias := func(name string, n int64) pb.Tensor {
 		v := make([]float32, n)
 		for i := range v {
 			v[i] = float32((rng.Float64()*2 - 1) * 0.01)
 		}
-		return tensor{name: name, dims: []int64{n}, floats: v}
+		return pb.Tensor{Name: name, Dims: []int64{n}, Floats: v}
 	}
-	inits := []tensor{
+	inits := []pb.Tensor{
 		weights("conv1_w", 3*3*3, 16, 3, 3, 3), bias("conv1_b", 16),
 		weights("conv2_w", 16*3*3, 32, 16, 3, 3), bias("conv2_b", 32),
 		weights("fc_w", 32, Classes, 32), bias("fc_b", Classes),
 	}
-	conv := []attr{intsAttr("kernel_shape", 3, 3), intsAttr("strides", 2, 2), intsAttr("pads", 1, 1, 1, 1)}
-	nodes := []node{
-		{op: "Conv", name: "conv1", inputs: []string{InputName, "conv1_w", "conv1_b"}, attrs: conv},
-		{op: "Relu", name: "relu1", inputs: []string{"conv1"}},
-		{op: "Conv", name: "conv2", inputs: []string{"relu1", "conv2_w", "conv2_b"}, attrs: conv},
-		{op: "Relu", name: "relu2", inputs: []string{"conv2"}},
-		{op: "GlobalAveragePool", name: "pool", inputs: []string{"relu2"}},
-		{op: "Flatten", name: "flat", inputs: []string{"pool"}, attrs: []attr{intAttr("axis", 1)}},
-		{op: "Gemm", name: "logits", inputs: []string{"flat", "fc_w", "fc_b"}, attrs: []attr{intAttr("transB", 1)}},
-		{op: "Softmax", name: OutputName, inputs: []string{"logits"}, attrs: []attr{intAttr("axis", 1)}},
+	conv := []pb.Attr{pb.IntsAttr("kernel_shape", 3, 3), pb.IntsAttr("strides", 2, 2), pb.IntsAttr("pads", 1, 1, 1, 1)}
+	// Each node's one output has the node's name.
+	n := func(op, name string, ins []string, attrs ...pb.Attr) pb.Node {
+		return pb.Node{Op: op, Name: name, Inputs: ins, Outputs: []string{name}, Attrs: attrs}
 	}
-	var g msg
-	for _, n := range nodes {
-		g = g.bytes(graphNode, n.encode())
+	nodes := []pb.Node{
+		n("Conv", "conv1", []string{InputName, "conv1_w", "conv1_b"}, conv...),
+		n("Relu", "relu1", []string{"conv1"}),
+		n("Conv", "conv2", []string{"relu1", "conv2_w", "conv2_b"}, conv...),
+		n("Relu", "relu2", []string{"conv2"}),
+		n("GlobalAveragePool", "pool", []string{"relu2"}),
+		n("Flatten", "flat", []string{"pool"}, pb.IntAttr("axis", 1)),
+		n("Gemm", "logits", []string{"flat", "fc_w", "fc_b"}, pb.IntAttr("transB", 1)),
+		n("Softmax", OutputName, []string{"logits"}, pb.IntAttr("axis", 1)),
 	}
-	g = g.str(graphName, "edged_bench")
+	var g pb.Msg
+	for _, nd := range nodes {
+		g = g.Bytes(pb.GraphNode, nd.Encode())
+	}
+	g = g.Str(pb.GraphName, "edged_bench")
 	for _, t := range inits {
-		g = g.bytes(graphInitializer, t.encode())
+		g = g.Bytes(pb.GraphInitializer, t.Encode())
 	}
-	g = g.bytes(graphInput, valueInfo(InputName, 1, 3, s, s))
-	g = g.bytes(graphOutput, valueInfo(OutputName, 1, Classes))
-	m := msg(nil).
-		varint(modelIRVersion, 7).
-		str(modelProducerName, "edged bench/internal/onnxmodel").
-		str(modelDocString, fmt.Sprintf("edged benchmark classifier, seed %d", seed)).
-		bytes(modelGraph, g).
-		bytes(modelOpsetImport, msg(nil).str(opsetDomain, "").varint(opsetVersion, 13))
+	g = g.Bytes(pb.GraphInput, pb.ValueInfo(InputName, 1, 3, s, s))
+	g = g.Bytes(pb.GraphOutput, pb.ValueInfo(OutputName, 1, Classes))
+	m := pb.Msg(nil).
+		Varint(pb.ModelIRVersion, 7).
+		Str(pb.ModelProducerName, "edged bench/internal/onnxmodel").
+		Str(pb.ModelDocString, fmt.Sprintf("edged benchmark classifier, seed %d", seed)).
+		Bytes(pb.ModelGraph, g).
+		Bytes(pb.ModelOpsetImport, pb.Msg(nil).Str(pb.OpsetDomain, "").Varint(pb.OpsetVersion, 13))
 	return m, nil
 }

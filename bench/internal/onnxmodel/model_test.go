@@ -7,6 +7,28 @@ import (
 	"testing"
 )
 
+// The ONNX field numbers the test reads (onnx/onnx.proto), written out
+// here rather than taken from the writer, so a wrong number there fails.
+const (
+	modelGraph       = 7
+	graphNode        = 1
+	graphInitializer = 5
+	graphInput       = 11
+	graphOutput      = 12
+	nodeInput        = 1
+	nodeOutput       = 2
+	nodeOpType       = 4
+	tensorDims       = 1
+	tensorName       = 8
+	tensorRawData    = 9
+	valueName        = 1
+	valueType        = 2
+	typeTensorType   = 1
+	tensorShape      = 2
+	shapeDim         = 1
+	dimValue         = 1
+)
+
 type field struct {
 	num int
 	v   uint64
