@@ -204,16 +204,21 @@ func (p *pipeline) logDecoder() {
 	if !ok || p.decodeLogged {
 		return
 	}
-	line := t.DecodeLine()
-	if line == "" {
-		return
-	}
-	p.decodeLogged = true
-	if strings.Contains(line, "; warning: ") {
+	p.decodeLogged = p.logDecodeLine(t.DecodeLine())
+}
+
+// logDecodeLine logs a source's decoder line (a warning when it says the
+// slow fallback serves) and reports whether there was one.
+func (p *pipeline) logDecodeLine(line string) bool {
+	switch {
+	case line == "":
+		return false
+	case strings.Contains(line, "; warning: "):
 		p.log.Warn("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
-		return
+	default:
+		p.log.Info("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
 	}
-	p.log.Info("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
+	return true
 }
 
 // announceInput tells the source the engine input size once it is known.
@@ -222,14 +227,7 @@ func (p *pipeline) announceInput() {
 	if !ok || p.w <= 0 || p.h <= 0 {
 		return
 	}
-	line := t.SetDecodeTarget(p.w, p.h, p.cfg.Preprocess.Resize)
-	switch {
-	case line == "":
-	case strings.Contains(line, "; warning: "):
-		p.log.Warn("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
-	default:
-		p.log.Info("MJPEG decoding", "source", p.scfg.Name, "decoder", line)
-	}
+	p.logDecodeLine(t.SetDecodeTarget(p.w, p.h, p.cfg.Preprocess.Resize))
 }
 
 // fullResolution maps a transform of a frame decoded at 1/Downscale onto
