@@ -27,15 +27,11 @@ func checkMJPEG(wr *wiring, cfg *config.Config, sigs map[string]trt.Signature, o
 			continue
 		}
 		b := dec.Backend()
-		scales := dec.Scales()
 		dec.Close()
 		w, h := inputSize(sigs[pc.Model], pc)
 		scale := "scale chosen when the engine is loaded"
-		switch {
-		case !scales:
-			scale = "scale 1/1 (" + b.Name + " decodes at full scale only; the GPU's resize reads the whole frame)"
-		case sc.Width > 0 && sc.Height > 0 && w > 0 && h > 0:
-			d, why := jpeg.ChooseScale(sc.Width, sc.Height, w, h, pc.Preprocess.Resize)
+		if b.FullScaleOnly || (sc.Width > 0 && sc.Height > 0 && w > 0 && h > 0) {
+			d, why := b.ChooseScale(sc.Width, sc.Height, w, h, pc.Preprocess.Resize)
 			scale = fmt.Sprintf("scale 1/%d (%s)", d, why)
 		}
 		if b.Warning != "" {

@@ -15,9 +15,9 @@
 //     a bad frame fails alone. The image goes into the destination itself
 //     when [GPU.Direct] allows and the GPU can address it (mapped pinned
 //     or managed memory); otherwise it goes into the Decoder's device
-//     buffer and is copied out. Full scale only ([Decoder.Scales] is
-//     false). A frame without EOI is corrupt before nvJPEG sees it: nvJPEG
-//     would decode it without complaint.
+//     buffer and is copied out. Full scale only
+//     ([Backend.FullScaleOnly]). A frame without EOI is corrupt before
+//     nvJPEG sees it: nvJPEG would decode it without complaint.
 //   - "libjpeg-turbo": libturbojpeg.so.0 (Debian libturbojpeg0, Ubuntu and
 //     JetPack libturbojpeg) loaded with dlopen on first use, TurboJPEG 2.x
 //     API (tjDecompressHeader3, tjDecompress2 with TJPF_RGB). Nothing of it

@@ -86,6 +86,18 @@ type Backend struct {
 	// Warning is set when the slow fallback was chosen because the library
 	// is missing; it names the package to install.
 	Warning string
+	// FullScaleOnly: the backend does not decode at 1/2, 1/4 and 1/8
+	// (nvJPEG; the GPU's resize is cheap).
+	FullScaleOnly bool
+}
+
+// ChooseScale is ChooseScale for frames this backend decodes: 1/1, and
+// why, for one that decodes at full scale only.
+func (b Backend) ChooseScale(srcW, srcH, dstW, dstH int, resize string) (int, string) {
+	if b.FullScaleOnly {
+		return 1, "1/1: " + b.Name + " decodes at full scale only; the GPU's resize reads the whole frame"
+	}
+	return ChooseScale(srcW, srcH, dstW, dstH, resize)
 }
 
 func (b Backend) String() string {
@@ -102,12 +114,11 @@ type Header struct {
 }
 
 // backend is one decoder implementation. Decode writes the 1/denom-scaled
-// image as RGB24 rows of exactly 3*w bytes at the start of dst; scales
-// says whether it decodes at 1/2, 1/4 and 1/8.
+// image as RGB24 rows of exactly 3*w bytes at the start of dst (denom 1
+// only where Backend.FullScaleOnly).
 type backend interface {
 	header(src []byte) (Header, error)
 	decode(dst, src []byte, denom int) (w, h int, err error)
-	scales() bool
 	close()
 }
 
@@ -159,7 +170,7 @@ func New(opts Options) (*Decoder, error) {
 			if forced != "" {
 				why = forced + ", " + why
 			}
-			return &Decoder{b: b, info: Backend{Name: NVJPEG, Why: why}}, nil
+			return &Decoder{b: b, info: Backend{Name: NVJPEG, Why: why, FullScaleOnly: true}}, nil
 		}
 		if want == NVJPEG {
 			return nil, err
@@ -201,14 +212,6 @@ func New(opts Options) (*Decoder, error) {
 
 // Backend says which decoder serves and why.
 func (d *Decoder) Backend() Backend { return d.info }
-
-// Scales reports whether the backend decodes at 1/2, 1/4 and 1/8 (nvJPEG
-// decodes at full scale only; the GPU's resize is cheap).
-func (d *Decoder) Scales() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.b != nil && d.b.scales()
-}
 
 // Header reads the image size from the frame's SOF.
 func (d *Decoder) Header(src []byte) (Header, error) {

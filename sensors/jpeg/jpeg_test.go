@@ -241,7 +241,7 @@ func TestScaled(t *testing.T) {
 	for name, mk := range decoders(t) {
 		t.Run(name, func(t *testing.T) {
 			d := mk(t)
-			if !d.Scales() {
+			if d.Backend().FullScaleOnly {
 				if _, _, err := d.Decode(make([]byte, 1<<20), samples(t)[0].data, 2); !errors.Is(err, jpeg.ErrScale) {
 					t.Errorf("%s does not scale, but 1/2 gave %v, want ErrScale", name, err)
 				}
@@ -354,7 +354,7 @@ func TestNoAllocs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := mk(t)
 			for _, den := range []int{1, 4} {
-				if den > 1 && !d.Scales() {
+				if den > 1 && d.Backend().FullScaleOnly {
 					continue
 				}
 				for _, in := range [][]byte{src, stripDHT(t, src)} {

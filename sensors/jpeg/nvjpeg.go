@@ -195,8 +195,6 @@ func (b *nvBackend) decode(dst, src []byte, denom int) (int, int, error) {
 	return 0, 0, fmt.Errorf("%w: %s failed (status %d)", ErrDevice, r.where, r.code)
 }
 
-func (b *nvBackend) scales() bool { return false }
-
 func (b *nvBackend) close() {
 	if b.s != nil {
 		b.req.stage.free()

@@ -54,8 +54,7 @@ func (stdBackend) decode(dst, src []byte, denom int) (int, int, error) {
 	return w, h, nil
 }
 
-func (stdBackend) scales() bool { return true }
-func (stdBackend) close()       {}
+func (stdBackend) close() {}
 
 // BoxDown averages denom×denom blocks of the sw×sh RGB24 image src (rows
 // 3*sw apart) into dst, ScaledSize(sw, sh, denom) with rows 3*w apart;

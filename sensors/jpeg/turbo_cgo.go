@@ -188,5 +188,3 @@ func (t *turbo) close() {
 		t.h = nil
 	}
 }
-
-func (t *turbo) scales() bool { return true }

@@ -13,4 +13,3 @@ func loadTurbo(string) (*turbo, error) {
 func (*turbo) header([]byte) (Header, error)                { return Header{}, ErrNoLibrary }
 func (*turbo) decode([]byte, []byte, int) (int, int, error) { return 0, 0, ErrNoLibrary }
 func (*turbo) close()                                       {}
-func (*turbo) scales() bool                                 { return true }

@@ -10,9 +10,8 @@ import (
 
 // Decoder decodes one source's MJPEG frames into slots.
 type Decoder struct {
-	opts   jpeg.Options
-	info   jpeg.Backend
-	scales bool // the backend decodes at 1/2, 1/4, 1/8
+	opts jpeg.Options
+	info jpeg.Backend
 
 	decMu sync.Mutex
 	dec   *jpeg.Decoder // nil after Close until the next Decode
@@ -33,7 +32,7 @@ func New(o jpeg.Options) (*Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Decoder{opts: o, info: d.Backend(), scales: d.Scales(), dec: d}, nil
+	return &Decoder{opts: o, info: d.Backend(), dec: d}, nil
 }
 
 // Backend says which decoder serves.
@@ -57,10 +56,7 @@ func (d *Decoder) Scale(fw, fh int) (int, string) {
 
 func (d *Decoder) scale(fw, fh int) (int, string) {
 	if !d.haveCached || fw != d.fw || fh != d.fh {
-		d.denom, d.why = jpeg.ChooseScale(fw, fh, d.tw, d.th, d.resize)
-		if !d.scales {
-			d.denom, d.why = 1, "1/1: "+d.info.Name+" decodes at full scale only; the GPU's resize reads the whole frame"
-		}
+		d.denom, d.why = d.info.ChooseScale(fw, fh, d.tw, d.th, d.resize)
 		d.fw, d.fh, d.haveCached = fw, fh, true
 	}
 	return d.denom, d.why
