@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"image"
 	stdjpeg "image/jpeg"
@@ -10,11 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edged-dev/edged/configs"
 	"github.com/edged-dev/edged/runtime/config"
-	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/trt"
@@ -107,25 +104,7 @@ path = %q
 	d := start(t, lib, cfg, sock)
 	waitLog(t, d, `msg="MJPEG decoding" pipeline=p source=cam decoder="MJPEG decoded by `)
 	waitLog(t, d, "scale 1/")
-	var c *stream.Client
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err = stream.Dial(context.Background(), sock, nil); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
-	defer c.Close()
-	var m stream.Message
-	for n := 0; n < 5; {
-		if err := c.Next(&m); err != nil {
-			t.Fatal(err)
-		}
-		if m.Rec.Type == "result" {
-			n++
-		}
-	}
+	readRecords(t, sock).results(t, "p", 0, 5)
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
 	}
