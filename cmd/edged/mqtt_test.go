@@ -19,37 +19,9 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/edged-dev/edged/internal/mosquittotest"
 	"github.com/edged-dev/edged/runtime/stream"
 )
-
-// needMosquitto returns the broker binary; it skips without one unless
-// EDGED_REQUIRE_MOSQUITTO=1 (CI), which makes its absence a failure.
-func needMosquitto(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("mosquitto"); err == nil {
-		return p
-	}
-	if os.Getenv("EDGED_REQUIRE_MOSQUITTO") == "1" {
-		t.Fatal("mosquitto not found, and EDGED_REQUIRE_MOSQUITTO=1")
-	}
-	t.Skip("mosquitto not installed (apt-get install mosquitto)")
-	return ""
-}
-
-func loopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestMQTTSinkWrongCredentials runs the binary with a socket sink and two
 // MQTT sinks on a real Mosquitto that requires a password: the one with a
@@ -60,13 +32,13 @@ func loopbackPort(t *testing.T) int {
 // device id, in order.
 func TestMQTTSinkWrongCredentials(t *testing.T) {
 	lib := needORT(t)
-	bin := needMosquitto(t)
+	bin := mosquittotest.Path(t)
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "passwd")
 	if out, err := exec.Command("mosquitto_passwd", "-b", "-c", pw, "edged", "s3cret").CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_passwd: %v %s", err, out)
 	}
-	port := loopbackPort(t)
+	port := mosquittotest.FreePort(t)
 	conf := filepath.Join(dir, "mosquitto.conf")
 	os.WriteFile(conf, []byte(fmt.Sprintf("user root\nlistener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\nlog_dest file %s/mosquitto.log\n", port, pw, dir)), 0o600)
 	broker := exec.Command(bin, "-c", conf)
@@ -120,7 +92,7 @@ func TestMQTTSinkWrongCredentials(t *testing.T) {
 	bad := filepath.Join(dir, "bad.pw")
 	os.WriteFile(good, []byte("s3cret\n"), 0o600)
 	os.WriteFile(bad, []byte("wrong\n"), 0o600)
-	metrics := fmt.Sprintf("127.0.0.1:%d", loopbackPort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", mosquittotest.FreePort(t))
 	goodSink := fmt.Sprintf(`[[sink]]
 name = "good"
 kind = "mqtt"

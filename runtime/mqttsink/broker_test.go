@@ -24,30 +24,9 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/edged-dev/edged/internal/mosquittotest"
 	"github.com/edged-dev/edged/runtime/stream"
 )
-
-// mosquittoPath finds the broker. The tests need a real Mosquitto: they
-// skip without one, unless EDGED_REQUIRE_MOSQUITTO=1 (CI), which makes its
-// absence a failure.
-func mosquittoPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("EDGED_MOSQUITTO"), "/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	if p, err := exec.LookPath("mosquitto"); err == nil {
-		return p
-	}
-	if os.Getenv("EDGED_REQUIRE_MOSQUITTO") == "1" {
-		t.Fatal("mosquitto not found, and EDGED_REQUIRE_MOSQUITTO=1 (apt-get install mosquitto)")
-	}
-	t.Skip("mosquitto not installed (apt-get install mosquitto); EDGED_REQUIRE_MOSQUITTO=1 makes this a failure")
-	return ""
-}
 
 // broker is a Mosquitto process on a loopback port, with a generated
 // configuration.
@@ -62,18 +41,8 @@ type broker struct {
 	exit  chan struct{}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startBroker(t *testing.T, extra string) *broker {
-	b := &broker{t: t, bin: mosquittoPath(t), dir: t.TempDir(), port: freePort(t), extra: extra}
+	b := &broker{t: t, bin: mosquittotest.Path(t), dir: t.TempDir(), port: mosquittotest.FreePort(t), extra: extra}
 	b.start()
 	t.Cleanup(func() {
 		b.stop()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/internal/mosquittotest"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -214,7 +215,7 @@ func TestMQTTQueueBound(t *testing.T) {
 // sink and url (ErrAuth), counted, announced as a sink_down status; the
 // sink keeps accepting records without waiting. The right one works.
 func TestMQTTBadCredentials(t *testing.T) {
-	bin := mosquittoPath(t)
+	bin := mosquittotest.Path(t)
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "passwd")
 	if out, err := exec.Command(filepath.Join(filepath.Dir(bin), "..", "bin", "mosquitto_passwd"), "-b", "-c", pw, "edged", "s3cret").CombinedOutput(); err != nil {
@@ -257,11 +258,11 @@ func TestMQTTBadCredentials(t *testing.T) {
 // by ca_file is refused (ErrTLS, counted, sink_down); with the right CA the
 // records arrive over TLS.
 func TestMQTTUntrustedCertificate(t *testing.T) {
-	mosquittoPath(t)
+	mosquittotest.Path(t)
 	dir := t.TempDir()
 	caFile, certFile, keyFile := certs(t, dir, "broker")
 	otherCA, _, _ := certs(t, dir, "other") // a CA that did not sign the broker's certificate
-	plain := freePort(t)
+	plain := mosquittotest.FreePort(t)
 	b := startBroker(t, fmt.Sprintf("certfile %s\nkeyfile %s\nlistener %d 127.0.0.1", certFile, keyFile, plain))
 	sub := subscribeAt(t, mustURL(t, fmt.Sprintf("mqtt://127.0.0.1:%d", plain)), "edged/#", "", "")
 
@@ -415,7 +416,7 @@ func TestMQTTDiskFull(t *testing.T) {
 // authorised": an ACL) is dropped and counted, not resent forever; the
 // records after it go on.
 func TestMQTTRefusedRecord(t *testing.T) {
-	mosquittoPath(t)
+	mosquittotest.Path(t)
 	acl := filepath.Join(t.TempDir(), "acl")
 	os.WriteFile(acl, []byte("topic read edged/#\ntopic write edged/dev-1/status\ntopic write edged/dev-1/front/results\n"), 0o600)
 	b := startBroker(t, "acl_file "+acl)
