@@ -41,24 +41,37 @@ func variantName(o Options) string {
 // largest difference in 8-bit steps.
 func compareToReference(t *testing.T, o Options, src []byte, f sensors.Format) float64 {
 	t.Helper()
-	p, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	got := make([]byte, o.Out.Bytes())
 	want := make([]byte, o.Out.Bytes())
-	trGot, err := p.Run(src, f, got)
-	if err != nil {
-		t.Fatal(err)
-	}
 	trWant, err := reference(src, f, o, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if trGot != trWant {
-		t.Errorf("%s: transform %+v, reference %+v", variantName(o), trGot, trWant)
+	worst := 0.0
+	for _, simd := range simdModes() {
+		setSIMD(t, simd)
+		p, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, o.Out.Bytes())
+		trGot, err := p.Run(src, f, got)
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if trGot != trWant {
+			t.Errorf("%s: transform %+v, reference %+v", variantName(o), trGot, trWant)
+		}
+		worst = max(worst, compareOutputs(t, fmt.Sprintf("%s %s %s", f, variantName(o), simdName(simd)), o, got, want, 1))
 	}
+	return worst
+}
+
+// compareOutputs fails where got and want differ by more than steps 8-bit
+// steps after normalisation (a[k]), or for float16 one half ulp if that is
+// larger, and returns the largest difference in 8-bit steps.
+func compareOutputs(t *testing.T, name string, o Options, got, want []byte, steps float64) float64 {
+	t.Helper()
 	a, _ := o.Affine()
 	worst, bad := 0.0, 0
 	out := o.Out
@@ -67,14 +80,14 @@ func compareToReference(t *testing.T, o Options, src []byte, f sensors.Format) f
 			for x := 0; x < out.W; x++ {
 				i := out.Index(ch, y, x)
 				g, w := refGet(got, out, i), refGet(want, out, i)
-				tol := math.Abs(float64(a[ch]))
+				tol := steps * math.Abs(float64(a[ch]))
 				if out.Half {
 					tol = max(tol, halfULP(w))
 				}
 				d := math.Abs(float64(g - w))
 				if !(d <= tol) { // NaN fails too
 					if bad++; bad <= 5 {
-						t.Errorf("%s %s: channel %d (%d,%d) = %v, reference %v (tolerance %v)", f, variantName(o), ch, x, y, g, w, tol)
+						t.Errorf("%s: channel %d (%d,%d) = %v, want %v (tolerance %v)", name, ch, x, y, g, w, tol)
 					}
 				}
 				worst = max(worst, d/math.Abs(float64(a[ch])))
@@ -82,9 +95,34 @@ func compareToReference(t *testing.T, o Options, src []byte, f sensors.Format) f
 		}
 	}
 	if bad > 5 {
-		t.Errorf("%s %s: %d values out of tolerance", f, variantName(o), bad)
+		t.Errorf("%s: %d values out of tolerance", name, bad)
 	}
 	return worst
+}
+
+// simdModes lists the fused pass's kernels this machine runs: the vector
+// one where there is one (haveSIMD), and always the portable one.
+func simdModes() []bool {
+	if haveSIMD {
+		return []bool{true, false}
+	}
+	return []bool{false}
+}
+
+func simdName(on bool) string {
+	if on {
+		return "vector"
+	}
+	return "portable"
+}
+
+// setSIMD selects the fused pass's kernel for Preprocessors made from now
+// until the test ends.
+func setSIMD(t *testing.T, on bool) {
+	t.Helper()
+	was := haveSIMD
+	haveSIMD = on
+	t.Cleanup(func() { haveSIMD = was })
 }
 
 // halfULP is the spacing of float16 values at v.
@@ -261,6 +299,7 @@ func TestFormatChange(t *testing.T) {
 // or more vertically) writes the same values as the horizontal passes with
 // the row cache and the vertical blend.
 func TestFusedMatchesRowCache(t *testing.T) {
+	setSIMD(t, false) // the same fixed-point arithmetic; TestVectorMatchesPortable covers the vector kernel
 	for _, pf := range yuvFormats {
 		f := sensors.Format{Width: 642, Height: 481, Pixel: pf, Stride: pf.PackedLine(642) + 10}
 		src := noise(f, 5)

@@ -43,6 +43,11 @@ type plan struct {
 	// read by two output rows (the image shrinks 2× or more vertically):
 	// each output row is computed in one pass (fused.go).
 	fused bool
+	// simd: the fused pass's columns in blocks of eight for the vector
+	// kernel (fused_simd.go; nil where there is none), whose chroma loads
+	// need lines of at least simdC bytes.
+	simd  []colBlock
+	simdC int
 
 	chunks [][2]int // output rows [lo, hi) claimed as a unit (pool.go)
 }
@@ -110,6 +115,20 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	pl.fused = pl.kind == kindYUV && o.Out.C == 3 && pl.x2 != nil && pl.v2
 	for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
 		pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
+	}
+	if pl.fused && haveSIMD {
+		w := make([]float32, len(xt))
+		for i, t := range xt {
+			if len(t) == 2 {
+				w[i] = float32(t[1].Weight)
+			}
+		}
+		packed := pl.cBase == 0
+		pl.simd = simdColumns(pl.x2, w, packed, pl.yLine, pl.cLine)
+		pl.simdC = pl.cLine
+		if packed {
+			pl.simdC = pl.yLine
+		}
 	}
 
 	// Chunks split the image rows evenly, a few per thread so that a

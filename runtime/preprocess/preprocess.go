@@ -20,6 +20,7 @@ type Preprocessor struct {
 	opt    Options
 	closed bool
 	yuv    *yuvTable
+	simdK  *simdConsts // the vector kernel's constants, copied per worker
 	// Per RGB channel: the gain and bias of the output channel it lands
 	// in, and that channel (BGR reverses the order). With one output
 	// channel the gain is the luma weight times channel 0's gain.
@@ -76,6 +77,7 @@ func New(o Options) (*Preprocessor, error) {
 		p.padF[k] = PadValue*a[k] + b[k]
 		p.padH[k] = Half(p.padF[k])
 	}
+	p.simdK = newSIMDConsts(ColorCoeffs(o.Matrix, o.FullRange), p.bias)
 	p.workers = make([]*worker, o.Threads)
 	for i := range p.workers {
 		p.workers[i] = &worker{p: p}
@@ -138,6 +140,10 @@ func (p *Preprocessor) setPlan(pl *plan) {
 	for _, w := range p.workers {
 		w.hrow[0], w.hrow[1] = grow(w.hrow[0], n), grow(w.hrow[1], n)
 		w.line = grow(w.line, pl.rowBuf)
+		if pl.simd != nil && w.k == nil {
+			k := *p.simdK
+			w.k = &k
+		}
 		if !pl.v2 {
 			w.acc = grow(w.acc, n)
 		}

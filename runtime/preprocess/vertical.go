@@ -92,5 +92,5 @@ func storeNHWC(s *[3][]float32, d []float32) {
 func storeNHWCHalf(s *[3][]float32, il []float32, d []uint16) {
 	il = il[:3*len(s[0])]
 	storeNHWC(s, il)
-	halves(d, il)
+	halvesFast(d, il)
 }

@@ -17,6 +17,7 @@ type worker struct {
 	acc  []float32    // K-tap vertical accumulator
 	tmp  [3][]float32 // an output row before an NHWC or float16 store
 	il   []float32    // NHWC float16: the row interleaved before conversion
+	k    *simdConsts  // the vector kernel's constants (plan.simd)
 
 	filters int // horizontal passes run, for tests of the row cache
 }
@@ -135,7 +136,9 @@ func (w *worker) imageRow(y int) {
 		yt, ct := w.lines(int(pl.ySrc[t0]))
 		yb, cb := w.lines(int(pl.ySrc[t0+1]))
 		w.filters += 2
-		fusedYUV(yt, ct, yb, cb, pl.x2, p.yuv, &c0, &c1, &p.bias, d[p.chOf[0]], d[p.chOf[1]], d[p.chOf[2]])
+		d0, d1, d2 := d[p.chOf[0]], d[p.chOf[1]], d[p.chOf[2]]
+		n := w.fusedSIMD(yt, ct, yb, cb, &c0, &c1, d0, d1, d2)
+		fusedYUV(yt, ct, yb, cb, pl.x2[n:], p.yuv, &c0, &c1, &p.bias, d0[n:], d1[n:], d2[n:])
 	case pl.v2:
 		top, s := w.filtered(pl.ySrc[t0], -1)
 		bot, _ := w.filtered(pl.ySrc[t0+1], s)
@@ -172,7 +175,7 @@ func (w *worker) imageRow(y int) {
 		plane := out.H * out.W
 		for k := range out.C {
 			o := k*plane + row
-			halves(p.f16[o+x0:o+x1], w.tmp[k][:x1-x0])
+			halvesFast(p.f16[o+x0:o+x1], w.tmp[k][:x1-x0])
 		}
 	}
 }

@@ -1,0 +1,35 @@
+//go:build amd64 && !purego
+
+package preprocess
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// haveSIMD says whether the fused pass uses the vector kernel; tests turn
+// it off to check the portable code on the same machine.
+var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func fusedYUVAVX2(yt, ct, yb, cb *byte, tab *colBlock, nblk int, k *simdConsts, d0, d1, d2 *float32, packed int)
+
+// fusedSIMD runs the vector kernel over the plan's blocks of one output
+// row and returns the columns it wrote.
+func (w *worker) fusedSIMD(yt, ct, yb, cb []byte, c0, c1 *[3]float32, d0, d1, d2 []float32) int {
+	pl := w.p.plan
+	n := 8 * len(pl.simd)
+	if n == 0 || len(yt) < pl.yLine || len(yb) < pl.yLine || len(ct) < pl.simdC || len(cb) < pl.simdC ||
+		len(d0) < n || len(d1) < n || len(d2) < n {
+		return 0
+	}
+	w.k.setRow(c0, c1)
+	packed := 0
+	if pl.cBase == 0 {
+		packed = 1
+	}
+	fusedYUVAVX2(unsafe.SliceData(yt), unsafe.SliceData(ct), unsafe.SliceData(yb), unsafe.SliceData(cb),
+		&pl.simd[0], len(pl.simd), w.k, unsafe.SliceData(d0), unsafe.SliceData(d1), unsafe.SliceData(d2), packed)
+	return n
+}

@@ -1,0 +1,162 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The vector form of fusedYUV (fused.go) for AVX2 with FMA: eight output
+// columns per iteration, in float32. Offsets into a colBlock (fused_simd.go).
+#define O0 0
+#define OC0 32
+#define SY0 64
+#define SU0 96
+#define SV0 128
+#define O1 160
+#define OC1 192
+#define SY1 224
+#define SU1 256
+#define SV1 288
+#define WT 320
+#define BLOCK 352
+
+// Offsets into simdConsts: each a vector of 8.
+#define YGAIN 0
+#define KR 32
+#define KG 64
+#define KB 96
+#define RV 128
+#define NGU 160
+#define NGV 192
+#define BU 224
+#define ZERO 256
+#define C255 288
+#define M255 320
+#define C0R 352
+#define C0G 384
+#define C0B 416
+#define C1R 448
+#define C1G 480
+#define C1B 512
+#define BR 544
+#define BG 576
+#define BB 608
+
+// GATHER loads the dword at line + offsets (8 int32 at R10+OFF) into DST.
+#define GATHER(OFF, LINE, DST) \
+	VPCMPEQD Y15, Y15, Y15; \
+	VMOVDQU OFF(R10), Y14; \
+	VPXOR DST, DST, DST; \
+	VPGATHERDD Y15, (LINE)(Y14*1), DST
+
+// FIELD extracts the byte at bit shift (8 int32 at R10+SH) of SRC as float32 into DST.
+#define FIELD(SH, SRC, DST) \
+	VPSRLVD SH(R10), SRC, DST; \
+	VPAND M255(R11), DST, DST; \
+	VCVTDQ2PS DST, DST
+
+// CONVERT turns Y (Y13), U (Y11) and V (Y12) into clamped R, G, B.
+#define CONVERT(RA, GA, BA) \
+	VMULPS YGAIN(R11), Y13, Y13; \
+	VADDPS KR(R11), Y13, RA; \
+	VFMADD231PS RV(R11), Y12, RA; \
+	VADDPS KG(R11), Y13, GA; \
+	VFMADD231PS NGU(R11), Y11, GA; \
+	VFMADD231PS NGV(R11), Y12, GA; \
+	VADDPS KB(R11), Y13, BA; \
+	VFMADD231PS BU(R11), Y11, BA; \
+	VMAXPS ZERO(R11), RA, RA; \
+	VMINPS C255(R11), RA, RA; \
+	VMAXPS ZERO(R11), GA, GA; \
+	VMINPS C255(R11), GA, GA; \
+	VMAXPS ZERO(R11), BA, BA; \
+	VMINPS C255(R11), BA, BA
+
+// TAPP converts one tap of a packed (4:2:2) line: Y, U and V in one dword.
+#define TAPP(O, SY, SU, SV, LINE, RA, GA, BA) \
+	GATHER(O, LINE, Y13); \
+	FIELD(SU, Y13, Y11); \
+	FIELD(SV, Y13, Y12); \
+	FIELD(SY, Y13, Y13); \
+	CONVERT(RA, GA, BA)
+
+// TAPN converts one tap of NV12: Y from the luma line, U and V from the chroma line.
+#define TAPN(O, OC, SY, SU, SV, LINE, CLINE, RA, GA, BA) \
+	GATHER(O, LINE, Y13); \
+	GATHER(OC, CLINE, Y12); \
+	FIELD(SU, Y12, Y11); \
+	FIELD(SV, Y12, Y12); \
+	FIELD(SY, Y13, Y13); \
+	CONVERT(RA, GA, BA)
+
+// LERP blends tap 0 (A) into tap 1 (B): B = A + w·(B − A).
+#define LERP(A, B) \
+	VSUBPS A, B, B; \
+	VFMADD132PS WT(R10), A, B
+
+// OUT writes channel k: top·c0 + bottom·c1 + bias.
+#define OUT(T, B, C0, C1, BIAS, D) \
+	VMULPS C0(R11), T, T; \
+	VFMADD231PS C1(R11), B, T; \
+	VADDPS BIAS(R11), T, T; \
+	VMOVUPS T, (D)(DX*4)
+
+#define STORE \
+	OUT(Y0, Y3, C0R, C1R, BR, R12); \
+	OUT(Y1, Y4, C0G, C1G, BG, R13); \
+	OUT(Y2, Y5, C0B, C1B, BB, R14); \
+	ADDQ $8, DX; \
+	ADDQ $BLOCK, R10
+
+// func fusedYUVAVX2(yt, ct, yb, cb *byte, tab *colBlock, nblk int, k *simdConsts, d0, d1, d2 *float32, packed int)
+TEXT ·fusedYUVAVX2(SB), NOSPLIT, $0-88
+	MOVQ yt+0(FP), SI
+	MOVQ ct+8(FP), DI
+	MOVQ yb+16(FP), R8
+	MOVQ cb+24(FP), R9
+	MOVQ tab+32(FP), R10
+	MOVQ nblk+40(FP), CX
+	MOVQ k+48(FP), R11
+	MOVQ d0+56(FP), R12
+	MOVQ d1+64(FP), R13
+	MOVQ d2+72(FP), R14
+	MOVQ packed+80(FP), AX
+	XORQ DX, DX
+	TESTQ CX, CX
+	JZ done
+	TESTQ AX, AX
+	JZ planar
+
+packed:
+	// top row: tap 0 in Y3–Y5, tap 1 and the blend in Y0–Y2
+	TAPP(O0, SY0, SU0, SV0, SI, Y3, Y4, Y5)
+	TAPP(O1, SY1, SU1, SV1, SI, Y0, Y1, Y2)
+	LERP(Y3, Y0)
+	LERP(Y4, Y1)
+	LERP(Y5, Y2)
+	// bottom row: tap 0 in Y6–Y8, tap 1 and the blend in Y3–Y5
+	TAPP(O0, SY0, SU0, SV0, R8, Y6, Y7, Y8)
+	TAPP(O1, SY1, SU1, SV1, R8, Y3, Y4, Y5)
+	LERP(Y6, Y3)
+	LERP(Y7, Y4)
+	LERP(Y8, Y5)
+	STORE
+	DECQ CX
+	JNZ packed
+	JMP done
+
+planar:
+	TAPN(O0, OC0, SY0, SU0, SV0, SI, DI, Y3, Y4, Y5)
+	TAPN(O1, OC1, SY1, SU1, SV1, SI, DI, Y0, Y1, Y2)
+	LERP(Y3, Y0)
+	LERP(Y4, Y1)
+	LERP(Y5, Y2)
+	TAPN(O0, OC0, SY0, SU0, SV0, R8, R9, Y6, Y7, Y8)
+	TAPN(O1, OC1, SY1, SU1, SV1, R8, R9, Y3, Y4, Y5)
+	LERP(Y6, Y3)
+	LERP(Y7, Y4)
+	LERP(Y8, Y5)
+	STORE
+	DECQ CX
+	JNZ planar
+
+done:
+	VZEROUPPER
+	RET

@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package preprocess
+
+// haveSIMD is false: the fused pass has no vector kernel on this
+// architecture (fused_amd64.s is AVX2).
+var haveSIMD = false
+
+func (w *worker) fusedSIMD(yt, ct, yb, cb []byte, c0, c1 *[3]float32, d0, d1, d2 []float32) int {
+	return 0
+}

@@ -1,0 +1,95 @@
+package preprocess
+
+import "math"
+
+// The vector kernel of the fused pass (fused_amd64.s, AVX2 with FMA)
+// computes what fusedYUV computes, in float32, eight output columns at a
+// time: each tap's source bytes come from one 4-byte load (two for NV12,
+// whose chroma is in its own line) at an offset the plan computed, and a
+// per-column shift picks Y, U and V out of it. Columns past the last full
+// block of eight go through fusedYUV.
+
+// colBlock describes eight consecutive output columns for the kernel:
+// per tap, the offsets of the 4-byte words holding the pixel's Y (o) and
+// chroma (oc) in their lines, the bit shifts of Y, U and V in them, and
+// the weight of tap 1. The layout is the kernel's (offsets in
+// fused_amd64.s; TestColBlockLayout).
+type colBlock struct {
+	o0, oc0, sy0, su0, sv0 [8]int32
+	o1, oc1, sy1, su1, sv1 [8]int32
+	w                      [8]float32
+}
+
+// simdConsts are the kernel's constants, each as a vector of eight: the
+// colour conversion (float form of Coeffs, with the −128 and −YOff terms
+// folded into one offset per channel), the clamp bounds, the byte mask,
+// and the output row's vertical weights times the gains (c0, c1) and the
+// biases, per RGB channel.
+type simdConsts struct {
+	ygain, kr, kg, kb, rv, ngu, ngv, bu [8]float32
+	zero, c255, m255                    [8]float32
+	c0, c1, bias                        [3][8]float32
+}
+
+func newSIMDConsts(k Coeffs, bias [3]float32) *simdConsts {
+	c := new(simdConsts)
+	base := -k.YOff * k.YGain
+	fill(c.ygain[:], k.YGain)
+	fill(c.kr[:], base-128*k.RV)
+	fill(c.kg[:], base+128*(k.GU+k.GV))
+	fill(c.kb[:], base-128*k.BU)
+	fill(c.rv[:], k.RV)
+	fill(c.ngu[:], -k.GU)
+	fill(c.ngv[:], -k.GV)
+	fill(c.bu[:], k.BU)
+	fill(c.c255[:], 255)
+	fill(c.m255[:], math.Float32frombits(0xff))
+	for ch := range 3 {
+		fill(c.bias[ch][:], bias[ch])
+	}
+	return c
+}
+
+// setRow loads an output row's vertical weights (fixed-point scaled, as
+// fusedYUV takes them) for RGB in [0, 255].
+func (c *simdConsts) setRow(c0, c1 *[3]float32) {
+	for ch := range 3 {
+		fill(c.c0[ch][:], c0[ch]*(1/rowScale))
+		fill(c.c1[ch][:], c1[ch]*(1/rowScale))
+	}
+}
+
+// simdColumns builds the kernel's blocks for the full groups of eight of
+// n output columns whose taps are t (two per column, the second of weight
+// w), and the line lengths the kernel's loads need. packed: Y, U and V of
+// a pixel lie within 4 bytes of one line (YUYV, UYVY); otherwise luma
+// and chroma are separate lines of yLine and cLine bytes (NV12). It
+// returns nil where a line is too short for 4-byte loads.
+func simdColumns(t []xtap, w []float32, packed bool, yLine, cLine int) []colBlock {
+	if yLine < 4 || (!packed && cLine < 4) {
+		return nil
+	}
+	blocks := make([]colBlock, len(t)/8)
+	for bi := range blocks {
+		b := &blocks[bi]
+		for j := range 8 {
+			x := &t[8*bi+j]
+			b.o0[j], b.oc0[j], b.sy0[j], b.su0[j], b.sv0[j] = tapWords(x.p0, packed, yLine, cLine)
+			b.o1[j], b.oc1[j], b.sy1[j], b.su1[j], b.sv1[j] = tapWords(x.p1, packed, yLine, cLine)
+			b.w[j] = w[8*bi+j]
+		}
+	}
+	return blocks
+}
+
+// tapWords places a pixel's bytes in 4-byte words that end within their
+// lines.
+func tapWords(p pxOff, packed bool, yLine, cLine int) (o, oc, sy, su, sv int32) {
+	if packed {
+		o = min(p.a, p.b, p.c, int32(yLine-4))
+		return o, o, 8 * (p.a - o), 8 * (p.b - o), 8 * (p.c - o)
+	}
+	o = min(p.a, int32(yLine-4))
+	oc = min(p.b, p.c, int32(cLine-4))
+	return o, oc, 8 * (p.a - o), 8 * (p.b - oc), 8 * (p.c - oc)
+}

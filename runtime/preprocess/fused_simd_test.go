@@ -1,0 +1,90 @@
+package preprocess
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/edged-dev/edged/sensors"
+)
+
+// TestColBlockLayout: the vector kernel (fused_amd64.s) addresses
+// colBlock and simdConsts by these offsets.
+func TestColBlockLayout(t *testing.T) {
+	var b colBlock
+	var k simdConsts
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"colBlock.oc0", unsafe.Offsetof(b.oc0), 32},
+		{"colBlock.sv0", unsafe.Offsetof(b.sv0), 128},
+		{"colBlock.o1", unsafe.Offsetof(b.o1), 160},
+		{"colBlock.sv1", unsafe.Offsetof(b.sv1), 288},
+		{"colBlock.w", unsafe.Offsetof(b.w), 320},
+		{"colBlock size", unsafe.Sizeof(b), 352},
+		{"simdConsts.kb", unsafe.Offsetof(k.kb), 96},
+		{"simdConsts.bu", unsafe.Offsetof(k.bu), 224},
+		{"simdConsts.m255", unsafe.Offsetof(k.m255), 320},
+		{"simdConsts.c0", unsafe.Offsetof(k.c0), 352},
+		{"simdConsts.c1", unsafe.Offsetof(k.c1), 448},
+		{"simdConsts.bias", unsafe.Offsetof(k.bias), 544},
+		{"simdConsts size", unsafe.Sizeof(k), 640},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s at %d, the kernel expects %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestVectorMatchesPortable: the vector kernel writes what the portable
+// fused pass writes, within the portable pass's fixed-point rounding
+// (1/256 of a level per converted value, 1/16384 per weight: under 0.02
+// of an 8-bit step), on every YUV format, on full blocks of eight columns
+// and on the columns after them, at the sizes the benchmarks use.
+func TestVectorMatchesPortable(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("no vector kernel on this machine")
+	}
+	type size struct{ w, h, ow, oh, stride int }
+	sizes := []size{{1920, 1080, 224, 224, 0}, {642, 481, 203, 160, 10}, {641, 480, 17, 100, 3}, {3840, 2160, 640, 640, 0}, {9, 9, 9, 4, 1}}
+	for _, s := range sizes {
+		for _, pf := range yuvFormats {
+			f := sensors.Format{Width: s.w, Height: s.h, Pixel: pf}
+			if s.stride > 0 {
+				f.Stride = pf.PackedLine(s.w+1) + s.stride
+			}
+			src := noise(f, uint64(s.w)+uint64(pf))
+			for i, v := range variants {
+				if v.Out.C != 3 {
+					continue
+				}
+				o := v
+				o.Resize, o.Out.W, o.Out.H, o.Threads = Letterbox, s.ow, s.oh, 1+i%2
+				if i%2 == 0 {
+					o.Resize = Stretch
+				}
+				var out [2][]byte
+				for k, simd := range []bool{true, false} {
+					setSIMD(t, simd)
+					p, err := New(o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[k] = make([]byte, o.Out.Bytes())
+					if _, err := p.Run(src, f, out[k]); err != nil {
+						t.Fatal(err)
+					}
+					if !p.plan.fused {
+						t.Fatalf("%s %s: not fused", f, variantName(o))
+					}
+					if blocks := len(p.plan.simd); blocks != boolIndex(simd)*p.plan.iw/8 {
+						t.Fatalf("%s %s: vector kernel %v, %d blocks", f, variantName(o), simd, blocks)
+					}
+					p.Close()
+				}
+				compareOutputs(t, fmt.Sprintf("%s %s vector against portable", f, variantName(o)), o, out[0], out[1], 0.02)
+			}
+		}
+	}
+}
