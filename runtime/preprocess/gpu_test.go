@@ -350,11 +350,13 @@ func bytesNeeded(f sensors.Format, o Options) int64 {
 	return n + int64(o.Out.Bytes())
 }
 
-// spinSource keeps the GPU busy for a number of clock cycles.
+// spinSource keeps the GPU busy for a number of clock cycles; edged_empty
+// does nothing, to time what launching a grid costs.
 const spinSource = `extern "C" __global__ void edged_spin(long long cycles) {
 	long long t = clock64();
 	while (clock64() - t < cycles) {}
-}`
+}
+extern "C" __global__ void edged_empty() {}`
 
 // BenchmarkGPUKernel times the fused kernel alone (CUDA events around
 // back-to-back launches on device memory) against the device's copy
@@ -363,6 +365,10 @@ const spinSource = `extern "C" __global__ void edged_spin(long long cycles) {
 // kernel's time ("of-roofline"); and against a device copy of the same
 // number of bytes timed the same way ("of-same-bytes-copy"), which
 // includes what any operation of that size pays to start and drain.
+// "launch-floor-µs" is an empty kernel with the same grid timed the same
+// way, and "best-possible-of-roofline" = roofline / (floor + roofline):
+// the fraction a kernel of that grid would reach moving its bytes at the
+// full copy bandwidth after launching.
 func BenchmarkGPUKernel(b *testing.B) {
 	p := gpuPlacement(b, umem.Options{Strategy: umem.StrategyPinned})
 	d := p.Device
@@ -409,7 +415,11 @@ func BenchmarkGPUKernel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var spin umem.Args
+	emptyK, err := mod.Kernel("edged_empty")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var spin, none umem.Args
 	cases := []struct {
 		name string
 		f    sensors.Format
@@ -490,12 +500,33 @@ func BenchmarkGPUKernel(b *testing.B) {
 				ctotal += el
 			}
 			same := ctotal.Seconds() / float64(b.N*per)
+			// The same grid launching an empty kernel (the grid of launch).
+			grid := umem.Dim3{X: uint32((c.o.Out.W + 31) / 32), Y: uint32((c.o.Out.H + 7) / 8), Z: 1}
+			var ftotal time.Duration
+			for i := 0; i < b.N; i++ {
+				spin.Reset()
+				spin.U64(5_000_000)
+				spinK.Launch(g.stream, umem.D1(1), umem.D1(1), 0, &spin)
+				e0.Record(g.stream)
+				for j := 0; j < per; j++ {
+					if err := emptyK.Launch(g.stream, grid, umem.Dim3{X: 32, Y: 8, Z: 1}, 0, &none); err != nil {
+						b.Fatal(err)
+					}
+				}
+				e1.Record(g.stream)
+				e1.Synchronize()
+				el, _ := e1.Elapsed(e0)
+				ftotal += el
+			}
+			floor := ftotal.Seconds() / float64(b.N*per)
 			b.ReportMetric(kernel*1e6, "kernel-µs")
 			b.ReportMetric(float64(need)/1e6, "MB-needed")
 			b.ReportMetric(bw/1e9, "copy-GB/s")
 			b.ReportMetric(roof/kernel, "of-roofline")
 			b.ReportMetric(same*1e6, "same-bytes-copy-µs")
 			b.ReportMetric(same/kernel, "of-same-bytes-copy")
+			b.ReportMetric(floor*1e6, "launch-floor-µs")
+			b.ReportMetric(roof/(floor+roof), "best-possible-of-roofline")
 		})
 	}
 }
