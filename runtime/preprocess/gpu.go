@@ -372,9 +372,15 @@ func (g *GPU) launch(fn *umem.Kernel, f sensors.Format, src, dst uintptr) error 
 	for _, v := range [...]float32{y.YOff, y.YGain, y.RV, y.GU, y.GV, y.BU} {
 		a.F32(v)
 	}
+	grid, block := launchGrid(out)
+	return fn.Launch(g.stream, grid, block, 0, a)
+}
+
+// launchGrid is the kernels' launch shape: one thread per output pixel in
+// blocks of 32×8.
+func launchGrid(out Output) (grid, block umem.Dim3) {
 	const bx, by = 32, 8
-	grid := umem.Dim3{X: uint32((out.W + bx - 1) / bx), Y: uint32((out.H + by - 1) / by), Z: 1}
-	return fn.Launch(g.stream, grid, umem.Dim3{X: bx, Y: by, Z: 1}, 0, a)
+	return umem.Dim3{X: uint32((out.W + bx - 1) / bx), Y: uint32((out.H + by - 1) / by), Z: 1}, umem.Dim3{X: bx, Y: by, Z: 1}
 }
 
 // Close frees the stream, the staging buffers and its reference to the

@@ -456,69 +456,43 @@ func BenchmarkGPUKernel(b *testing.B) {
 			if err := g.launch(fn, c.f, src.Device(), dst.Device()); err != nil {
 				b.Fatal(err)
 			}
-			var total time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				// The GPU spins while the launches are enqueued, so the
-				// events time the kernels, not the CPU's launch rate.
-				spin.Reset()
-				spin.U64(5_000_000)
-				if err := spinK.Launch(g.stream, umem.D1(1), umem.D1(1), 0, &spin); err != nil {
-					b.Fatal(err)
+			// timed runs per launches b.N times behind a spinning kernel (the
+			// GPU spins while they are enqueued, so the events time the GPU
+			// work, not the CPU's launch rate) and returns seconds per launch.
+			timed := func(launch func() error) float64 {
+				var total time.Duration
+				for i := 0; i < b.N; i++ {
+					spin.Reset()
+					spin.U64(5_000_000)
+					if err := spinK.Launch(g.stream, umem.D1(1), umem.D1(1), 0, &spin); err != nil {
+						b.Fatal(err)
+					}
+					e0.Record(g.stream)
+					for j := 0; j < per; j++ {
+						if err := launch(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					e1.Record(g.stream)
+					if err := e1.Synchronize(); err != nil {
+						b.Fatal(err)
+					}
+					el, _ := e1.Elapsed(e0)
+					total += el
 				}
-				e0.Record(g.stream)
-				for j := 0; j < per; j++ {
-					g.launch(fn, c.f, src.Device(), dst.Device())
-				}
-				e1.Record(g.stream)
-				if err := e1.Synchronize(); err != nil {
-					b.Fatal(err)
-				}
-				el, _ := e1.Elapsed(e0)
-				total += el
+				return total.Seconds() / float64(b.N*per)
 			}
-			kernel := total.Seconds() / float64(b.N*per)
+			b.ResetTimer()
+			kernel := timed(func() error { return g.launch(fn, c.f, src.Device(), dst.Device()) })
 			need := bytesNeeded(c.f, c.o)
 			roof := float64(need) / bw
 			// The same bytes moved by the copy engine's kernel-free path:
 			// a device-to-device copy of need/2 bytes (read + write =
 			// need), timed the same way — the practical floor at this size.
-			var ctotal time.Duration
-			for i := 0; i < b.N; i++ {
-				spin.Reset()
-				spin.U64(5_000_000)
-				spinK.Launch(g.stream, umem.D1(1), umem.D1(1), 0, &spin)
-				e0.Record(g.stream)
-				for j := 0; j < per; j++ {
-					if err := g.stream.Copy(c1, c0, int(need/2)); err != nil {
-						b.Fatal(err)
-					}
-				}
-				e1.Record(g.stream)
-				e1.Synchronize()
-				el, _ := e1.Elapsed(e0)
-				ctotal += el
-			}
-			same := ctotal.Seconds() / float64(b.N*per)
-			// The same grid launching an empty kernel (the grid of launch).
-			grid := umem.Dim3{X: uint32((c.o.Out.W + 31) / 32), Y: uint32((c.o.Out.H + 7) / 8), Z: 1}
-			var ftotal time.Duration
-			for i := 0; i < b.N; i++ {
-				spin.Reset()
-				spin.U64(5_000_000)
-				spinK.Launch(g.stream, umem.D1(1), umem.D1(1), 0, &spin)
-				e0.Record(g.stream)
-				for j := 0; j < per; j++ {
-					if err := emptyK.Launch(g.stream, grid, umem.Dim3{X: 32, Y: 8, Z: 1}, 0, &none); err != nil {
-						b.Fatal(err)
-					}
-				}
-				e1.Record(g.stream)
-				e1.Synchronize()
-				el, _ := e1.Elapsed(e0)
-				ftotal += el
-			}
-			floor := ftotal.Seconds() / float64(b.N*per)
+			same := timed(func() error { return g.stream.Copy(c1, c0, int(need/2)) })
+			// The launch's grid running an empty kernel.
+			grid, block := launchGrid(c.o.Out)
+			floor := timed(func() error { return emptyK.Launch(g.stream, grid, block, 0, &none) })
 			b.ReportMetric(kernel*1e6, "kernel-µs")
 			b.ReportMetric(float64(need)/1e6, "MB-needed")
 			b.ReportMetric(bw/1e9, "copy-GB/s")
