@@ -108,11 +108,20 @@ int main(int argc, char** argv) {
 			k<<<nImg + nPad, dim3(32, by), 0, st>>>(s, stride, c.sw, c.sh, d, c.W, c.H, 3, c.fl, c.x0, c.y0, c.iw, c.ih, rx, ry, a, a, a, b, b, b,
 				yg / 255, (base - 128 * rv) / 255, (base + 128 * (gu + gv)) / 255, (base - 128 * bu) / 255, rv / 255, -gu / 255, -gv / 255, bu / 255, gx, nImg);
 		};
+		auto v5 = [&](unsigned char* s, void* d) {
+			int gx = (c.iw + 1) / 2;
+			int nImg = gx * c.ih;
+			int nPad = (c.iw == c.W && c.ih == c.H) ? 0 : c.H * ((c.W + 31) / 32);
+			float base = -yoff * yg;
+			v5_yuyv<<<(nImg + nPad + 1023) / 1024, 1024, 0, st>>>(s, stride, c.sw, c.sh, d, c.W, c.H, 3, c.fl, c.x0, c.y0, c.iw, c.ih, rx, ry, a, a, a, b, b, b,
+				yg / 255, (base - 128 * rv) / 255, (base + 128 * (gu + gv)) / 255, (base - 128 * bu) / 255, rv / 255, -gu / 255, -gv / 255, bu / 255, gx, nImg);
+		};
 		if (profile) {
 			for (int i = 0; i < 1; i++) {
 				v0(srcs[i], d0); v0(srcs[i], d0);
 				v3(2, srcs[i + 3], d1); v3(2, srcs[i + 3], d1);
 				for (int by : {4, 16, 32}) { v3(2, srcs[i + by % 11], d1, by); v3(2, srcs[i + by % 11], d1, by); }
+				v5(srcs[i + 9], d1); v5(srcs[i + 9], d1);
 				empty<<<650, 256, 0, st>>>(); empty<<<1600, 256, 0, st>>>();
 				cudaMemcpyAsync(c1, c0, (size_t)(c.need / 2), cudaMemcpyDeviceToDevice, st);
 			}
@@ -167,6 +176,16 @@ int main(int argc, char** argv) {
 		for (int nx : {1, 2, 4}) {
 			char n[32]; snprintf(n, sizeof n, "v3-nx%d", nx);
 			report(n, timeit([&](int) { v3(nx, srcs[0], d1); }), timeit([&](int j) { v3(nx, srcs[j % NS], d1); }));
+		}
+		{
+			cudaMemset(d1, 0xff, c.outBytes);
+			v5(srcs[0], d1);
+			CK(cudaMemcpy(r1.data(), d1, c.outBytes, cudaMemcpyDeviceToHost));
+			std::vector<unsigned char> r2(c.outBytes);
+			v3(2, srcs[0], d1);
+			CK(cudaMemcpy(r2.data(), d1, c.outBytes, cudaMemcpyDeviceToHost));
+			printf("%s v5 equals v3-nx2: %d\n", c.name, memcmp(r1.data(), r2.data(), c.outBytes) == 0);
+			report("v5-1024x1", timeit([&](int) { v5(srcs[0], d1); }), timeit([&](int j) { v5(srcs[j % NS], d1); }));
 		}
 		for (int by : {4, 16, 32}) {
 			char n[32]; snprintf(n, sizeof n, "v3-nx2-by%d", by);

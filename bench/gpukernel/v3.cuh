@@ -90,3 +90,57 @@ KERNEL4(v3_yuyv_nx4, YUYV3, 4, 8)
 KERNEL4(v3_yuyv_nx2_by16, YUYV3, 2, 16)
 KERNEL4(v3_yuyv_nx2_by32, YUYV3, 2, 32)
 KERNEL4(v3_yuyv_nx2_by4, YUYV3, 2, 4)
+
+// v5: one block of 1024 threads per SM at most: padding threads fill 32
+// pixels of a row each, so image pairs and padding fit one thread each.
+__device__ __forceinline__ void padding32(void* __restrict__ dst, int W, int H, int fl,
+	int x0, int y0, int iw, int ih, float a0, float a1, float a2, float b0, float b1, float b2, int t)
+{
+	int groups = (W + 31) >> 5;
+	int oy = t / groups, ox0 = (t - oy * groups) * 32;
+	if (oy >= H) return;
+	bool rowPad = oy < y0 || oy >= y0 + ih;
+	float p0 = fmaf(114.f, a0, b0), p1 = fmaf(114.f, a1, b1), p2 = fmaf(114.f, a2, b2);
+	size_t plane = (size_t)W * H, px = (size_t)oy * W + ox0;
+	if (rowPad && ox0 + 32 <= W && !(fl & F_NHWC) && (fl & F_HALF) && !(px & 7)) {
+		u16 h0, h1, h2;
+		asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h0) : "f"(p0));
+		asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h1) : "f"(p1));
+		asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h2) : "f"(p2));
+		u32 w0 = h0 | (u32)h0 << 16, w1 = h1 | (u32)h1 << 16, w2 = h2 | (u32)h2 << 16;
+		#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			((uint4*)dst)[(px >> 3) + q] = make_uint4(w0, w0, w0, w0);
+			((uint4*)dst)[((plane + px) >> 3) + q] = make_uint4(w1, w1, w1, w1);
+			((uint4*)dst)[((2 * plane + px) >> 3) + q] = make_uint4(w2, w2, w2, w2);
+		}
+		return;
+	}
+	for (int j = 0; j < 32; j++) {
+		int ox = ox0 + j;
+		if (ox >= W) break;
+		if (!rowPad && ox >= x0 && ox < x0 + iw) continue;
+		size_t q = px + j;
+		if (fl & F_NHWC) {
+			store(dst, q * 3, p0, fl); store(dst, q * 3 + 1, p1, fl); store(dst, q * 3 + 2, p2, fl);
+		} else {
+			store(dst, q, p0, fl); store(dst, plane + q, p1, fl); store(dst, 2 * plane + q, p2, fl);
+		}
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(1024) v5_yuyv(const u8* __restrict__ src, int stride, int sw, int sh,
+	void* __restrict__ dst, int W, int H, int C, int fl,
+	int x0, int y0, int iw, int ih, float rx, float ry,
+	float a0, float a1, float a2, float b0, float b1, float b2,
+	float yg, float kr, float kg, float kb, float rv, float ngu, float ngv, float bu, int gx, int nImg) {
+	// 1-D: thread t < nImg is image pair (t % gx, t / gx); the rest pad.
+	int t = blockIdx.x * 1024 + threadIdx.x;
+	if (t >= nImg) {
+		padding32(dst, W, H, fl, x0, y0, iw, ih, a0, a1, a2, b0, b1, b2, t - nImg);
+		return;
+	}
+	int iy = t / gx, ix = (t - iy * gx) * 2;
+	Yuv3 k = {yg, kr, kg, kb, rv, ngu, ngv, bu};
+	image3<YUYV3, 2>(src, stride, sw, sh, dst, W, H, fl, x0, y0, iw, ih, rx, ry, 255.f * a0, 255.f * a1, 255.f * a2, b0, b1, b2, k, ix, iy);
+}
