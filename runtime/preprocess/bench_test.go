@@ -23,6 +23,9 @@ func BenchmarkPreprocess(b *testing.B) {
 		{"1080p-3x224", yuyv(1920, 1080), Options{Mean: imageNet.mean, Std: imageNet.std, Out: Output{C: 3, H: 224, W: 224}}},
 		{"4K-3x640-letterbox-f16", yuyv(3840, 2160), Options{Resize: Letterbox, Out: Output{C: 3, H: 640, W: 640, Half: true}}},
 		{"640x480-3x64", yuyv(640, 480), Options{Out: Output{C: 3, H: 64, W: 64}}},
+		// rows shared by output rows (a mild downscale): the horizontal
+		// pass, the row cache and the vertical pass instead of the fused one
+		{"480p-3x416-letterbox", yuyv(640, 480), Options{Resize: Letterbox, Mean: imageNet.mean, Std: imageNet.std, Out: Output{C: 3, H: 416, W: 416}}},
 		{"1080p-3x224-area", yuyv(1920, 1080), Options{Filter: Area, Mean: imageNet.mean, Std: imageNet.std, Out: Output{C: 3, H: 224, W: 224}}},
 	} {
 		for _, frame := range []string{"noisy", "flat"} {

@@ -13,6 +13,12 @@ import (
 var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 //go:noescape
+func h2YUVAVX2(yl, cl *byte, tab *colBlock, nblk int, k *simdConsts, out *int32, packed int)
+
+//go:noescape
+func v2RGBAVX2(top, bot *int32, nblk int, k *simdConsts, d0, d1, d2 *float32)
+
+//go:noescape
 func fusedYUVAVX2(yt, ct, yb, cb *byte, tab *colBlock, nblk int, k *simdConsts, d0, d1, d2 *float32, packed int)
 
 // fusedSIMD runs the vector kernel over the plan's blocks of one output
@@ -24,12 +30,40 @@ func (w *worker) fusedSIMD(yt, ct, yb, cb []byte, c0, c1 *[3]float32, d0, d1, d2
 		len(d0) < n || len(d1) < n || len(d2) < n {
 		return 0
 	}
-	w.k.setRow(c0, c1)
+	w.k.setRow(c0, c1, 1/rowScale)
 	packed := 0
 	if pl.cBase == 0 {
 		packed = 1
 	}
 	fusedYUVAVX2(unsafe.SliceData(yt), unsafe.SliceData(ct), unsafe.SliceData(yb), unsafe.SliceData(cb),
 		&pl.simd[0], len(pl.simd), w.k, unsafe.SliceData(d0), unsafe.SliceData(d1), unsafe.SliceData(d2), packed)
+	return n
+}
+
+// h2SIMD runs the vector kernel's horizontal pass over one source line
+// into out (h2YUV's layout) and returns the columns it wrote.
+func (w *worker) h2SIMD(yl, cl []byte, out []int32) int {
+	pl := w.p.plan
+	n := 8 * len(pl.simd)
+	if n == 0 || len(yl) < pl.yLine || len(cl) < pl.simdC || len(out) < 3*n {
+		return 0
+	}
+	packed := 0
+	if pl.cBase == 0 {
+		packed = 1
+	}
+	h2YUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.simd[0], len(pl.simd), w.k, unsafe.SliceData(out), packed)
+	return n
+}
+
+// v2SIMD runs the vector kernel of v2RGB over the full blocks of eight
+// columns of one output row and returns the columns it wrote.
+func (w *worker) v2SIMD(top, bot []int32, c0, c1 *[3]float32, d0, d1, d2 []float32) int {
+	n := len(d0) &^ 7
+	if w.k == nil || n == 0 || len(top) < 3*n || len(bot) < 3*n || len(d1) < n || len(d2) < n {
+		return 0
+	}
+	w.k.setRow(c0, c1, 1)
+	v2RGBAVX2(unsafe.SliceData(top), unsafe.SliceData(bot), n/8, w.k, unsafe.SliceData(d0), unsafe.SliceData(d1), unsafe.SliceData(d2))
 	return n
 }

@@ -2,8 +2,9 @@
 
 #include "textflag.h"
 
-// The vector form of fusedYUV (fused.go) for AVX2 with FMA: eight output
-// columns per iteration, in float32. Offsets into a colBlock (fused_simd.go).
+// The vector forms of fusedYUV (fused.go) and h2YUV (convert.go) for AVX2
+// with FMA: eight output columns per iteration, in float32. Offsets into a
+// colBlock (fused_simd.go).
 #define O0 0
 #define OC0 32
 #define SY0 64
@@ -38,6 +39,13 @@
 #define BR 544
 #define BG 576
 #define BB 608
+#define FIX 640
+#define IDX0 672
+#define IDX1 704
+#define IDX2 736
+#define UNP0 768
+#define UNP1 800
+#define UNP2 832
 
 // GATHER loads the dword at line + offsets (8 int32 at R10+OFF) into DST.
 #define GATHER(OFF, LINE, DST) \
@@ -158,5 +166,120 @@ planar:
 	JNZ planar
 
 done:
+	VZEROUPPER
+	RET
+
+// INTERLEAVE stores R (Y0), G (Y1) and B (Y2), eight int32 each, as 24
+// int32 R G B R G B ... at R8: for each third of the output, one VPERMD
+// index spreads each channel over the positions it may take, and two
+// blends pick G's and B's positions (GM and BM) over R's.
+#define INTERLEAVE(IDX, GM, BM, OFF) \
+	VMOVDQU IDX(R11), Y9; \
+	VPERMD Y0, Y9, Y3; \
+	VPERMD Y1, Y9, Y4; \
+	VPERMD Y2, Y9, Y5; \
+	VPBLENDD $GM, Y4, Y3, Y3; \
+	VPBLENDD $BM, Y5, Y3, Y3; \
+	VMOVDQU Y3, OFF(R8)
+
+// func h2YUVAVX2(yl, cl *byte, tab *colBlock, nblk int, k *simdConsts, out *int32, packed int)
+TEXT ·h2YUVAVX2(SB), NOSPLIT, $0-56
+	MOVQ yl+0(FP), SI
+	MOVQ cl+8(FP), DI
+	MOVQ tab+16(FP), R10
+	MOVQ nblk+24(FP), CX
+	MOVQ k+32(FP), R11
+	MOVQ out+40(FP), R8
+	MOVQ packed+48(FP), AX
+	TESTQ CX, CX
+	JZ h2done
+
+h2loop:
+	TESTQ AX, AX
+	JZ h2planar
+	TAPP(O0, SY0, SU0, SV0, SI, Y3, Y4, Y5)
+	TAPP(O1, SY1, SU1, SV1, SI, Y0, Y1, Y2)
+	JMP h2blend
+
+h2planar:
+	TAPN(O0, OC0, SY0, SU0, SV0, SI, DI, Y3, Y4, Y5)
+	TAPN(O1, OC1, SY1, SU1, SV1, SI, DI, Y0, Y1, Y2)
+
+h2blend:
+	LERP(Y3, Y0)
+	LERP(Y4, Y1)
+	LERP(Y5, Y2)
+	// to h2YUV's fixed point, RGB·2^(fracBits+wBits), rounded to nearest
+	VMULPS FIX(R11), Y0, Y0
+	VMULPS FIX(R11), Y1, Y1
+	VMULPS FIX(R11), Y2, Y2
+	VCVTPS2DQ Y0, Y0
+	VCVTPS2DQ Y1, Y1
+	VCVTPS2DQ Y2, Y2
+	// R G B R G B R G | B R G B R G B R | G B R G B R G B
+	INTERLEAVE(IDX0, 0x92, 0x24, 0)
+	INTERLEAVE(IDX1, 0x24, 0x49, 32)
+	INTERLEAVE(IDX2, 0x49, 0x92, 64)
+	ADDQ $96, R8
+	ADDQ $BLOCK, R10
+	DECQ CX
+	JNZ h2loop
+
+h2done:
+	VZEROUPPER
+	RET
+
+// DEINTERLEAVE loads 24 int32 R G B R G B ... at BASE into R (Y0), G (Y1)
+// and B (Y2) as float32: per channel, two blends gather its eight values
+// from the three vectors and one VPERMD puts them in order.
+#define DEINTERLEAVE(BASE) \
+	VMOVDQU 0(BASE), Y6; \
+	VMOVDQU 32(BASE), Y7; \
+	VMOVDQU 64(BASE), Y8; \
+	VPBLENDD $0x92, Y7, Y6, Y0; \
+	VPBLENDD $0x24, Y8, Y0, Y0; \
+	VPBLENDD $0x24, Y7, Y6, Y1; \
+	VPBLENDD $0x49, Y8, Y1, Y1; \
+	VPBLENDD $0x49, Y7, Y6, Y2; \
+	VPBLENDD $0x92, Y8, Y2, Y2; \
+	VMOVDQU UNP0(R11), Y9; \
+	VPERMD Y0, Y9, Y0; \
+	VMOVDQU UNP1(R11), Y9; \
+	VPERMD Y1, Y9, Y1; \
+	VMOVDQU UNP2(R11), Y9; \
+	VPERMD Y2, Y9, Y2; \
+	VCVTDQ2PS Y0, Y0; \
+	VCVTDQ2PS Y1, Y1; \
+	VCVTDQ2PS Y2, Y2
+
+// func v2RGBAVX2(top, bot *int32, nblk int, k *simdConsts, d0, d1, d2 *float32)
+TEXT ·v2RGBAVX2(SB), NOSPLIT, $0-56
+	MOVQ top+0(FP), SI
+	MOVQ bot+8(FP), DI
+	MOVQ nblk+16(FP), CX
+	MOVQ k+24(FP), R11
+	MOVQ d0+32(FP), R12
+	MOVQ d1+40(FP), R13
+	MOVQ d2+48(FP), R14
+	XORQ DX, DX
+	TESTQ CX, CX
+	JZ v2done
+
+v2loop:
+	DEINTERLEAVE(DI)
+	VMOVAPS Y0, Y3
+	VMOVAPS Y1, Y4
+	VMOVAPS Y2, Y5
+	DEINTERLEAVE(SI)
+	OUT(Y0, Y3, C0R, C1R, BR, R12)
+	OUT(Y1, Y4, C0G, C1G, BG, R13)
+	OUT(Y2, Y5, C0B, C1B, BB, R14)
+	ADDQ $8, DX
+	ADDQ $96, SI
+	ADDQ $96, DI
+	DECQ CX
+	JNZ v2loop
+
+v2done:
 	VZEROUPPER
 	RET

@@ -36,7 +36,7 @@ func guarded(t *testing.T, n int, end bool) []byte {
 	return m[page : page+n : page+n]
 }
 
-// TestVectorReadsStayInFrame runs the vector kernel on frames of random
+// TestVectorReadsStayInFrame runs the vector kernels on frames of random
 // sizes and strides whose first or last byte touches an inaccessible page,
 // so a tap word placed outside its line would crash the test, and checks
 // each against the portable pass.
@@ -58,6 +58,9 @@ func TestVectorReadsStayInFrame(t *testing.T) {
 		}
 		o := variants[i%4] // 3 channels: float32/16, NCHW/NHWC, BGR
 		o.Out.W, o.Out.H, o.Threads = 8+r.IntN(w), 1+r.IntN(h/2), 1
+		if i%4 == 3 { // rows shared: the horizontal kernel and the row cache
+			o.Out.W, o.Out.H = 8+r.IntN(2*w), 1+r.IntN(2*h)
+		}
 		if i%2 == 0 {
 			o.Resize = Letterbox
 		}

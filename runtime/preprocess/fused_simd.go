@@ -2,12 +2,14 @@ package preprocess
 
 import "math"
 
-// The vector kernel of the fused pass (fused_amd64.s, AVX2 with FMA)
-// computes what fusedYUV computes, in float32, eight output columns at a
-// time: each tap's source bytes come from one 4-byte load (two for NV12,
-// whose chroma is in its own line) at an offset the plan computed, and a
-// per-column shift picks Y, U and V out of it. Columns past the last full
-// block of eight go through fusedYUV.
+// The vector kernels (fused_amd64.s, AVX2 with FMA) compute what fusedYUV
+// and h2YUV compute, in float32, eight output columns at a time: each
+// tap's source bytes come from one 4-byte load (two for NV12, whose chroma
+// is in its own line) at an offset the plan computed, and a per-column
+// shift picks Y, U and V out of it. The fused one writes the output row;
+// the horizontal one writes a filtered source row in h2YUV's fixed point
+// for the row cache. Columns past the last full block of eight go through
+// the portable functions.
 
 // colBlock describes eight consecutive output columns for the kernel:
 // per tap, the offsets of the 4-byte words holding the pixel's Y (o) and
@@ -29,6 +31,14 @@ type simdConsts struct {
 	ygain, kr, kg, kb, rv, ngu, ngv, bu [8]float32
 	zero, c255, m255                    [8]float32
 	c0, c1, bias                        [3][8]float32
+	// The horizontal kernel's: the fixed-point scale of a filtered row
+	// (2^(fracBits+wBits)), and the VPERMD indices that interleave eight
+	// R, G and B values into 24.
+	fix  [8]float32
+	perm [3][8]int32
+	// The vertical kernel's VPERMD indices that take 24 interleaved values
+	// apart again, after blends gathered each channel's eight.
+	unperm [3][8]int32
 }
 
 func newSIMDConsts(k Coeffs, bias [3]float32) *simdConsts {
@@ -47,15 +57,20 @@ func newSIMDConsts(k Coeffs, bias [3]float32) *simdConsts {
 	for ch := range 3 {
 		fill(c.bias[ch][:], bias[ch])
 	}
+	fill(c.fix[:], 1<<(fracBits+wBits))
+	c.perm = [3][8]int32{{0, 0, 0, 1, 1, 1, 2, 2}, {2, 3, 3, 3, 4, 4, 4, 5}, {5, 5, 6, 6, 6, 7, 7, 7}}
+	c.unperm = [3][8]int32{{0, 3, 6, 1, 4, 7, 2, 5}, {1, 4, 7, 2, 5, 0, 3, 6}, {2, 5, 0, 3, 6, 1, 4, 7}}
 	return c
 }
 
 // setRow loads an output row's vertical weights (fixed-point scaled, as
-// fusedYUV takes them) for RGB in [0, 255].
-func (c *simdConsts) setRow(c0, c1 *[3]float32) {
+// fusedYUV and v2RGB take them) times scale: 1/rowScale for the fused
+// kernel, which blends RGB in [0, 255]; 1 for the vertical kernel, which
+// blends filtered rows in fixed point.
+func (c *simdConsts) setRow(c0, c1 *[3]float32, scale float32) {
 	for ch := range 3 {
-		fill(c.c0[ch][:], c0[ch]*(1/rowScale))
-		fill(c.c1[ch][:], c1[ch]*(1/rowScale))
+		fill(c.c0[ch][:], c0[ch]*scale)
+		fill(c.c1[ch][:], c1[ch]*scale)
 	}
 }
 

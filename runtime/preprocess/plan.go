@@ -43,9 +43,9 @@ type plan struct {
 	// read by two output rows (the image shrinks 2× or more vertically):
 	// each output row is computed in one pass (fused.go).
 	fused bool
-	// simd: the fused pass's columns in blocks of eight for the vector
-	// kernel (fused_simd.go; nil where there is none), whose chroma loads
-	// need lines of at least simdC bytes.
+	// simd: the columns of a YUV bilinear pass in blocks of eight for the
+	// vector kernels (fused_simd.go; nil where there are none), whose
+	// chroma loads need lines of at least simdC bytes.
 	simd  []colBlock
 	simdC int
 
@@ -116,7 +116,7 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
 		pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
 	}
-	if pl.fused && haveSIMD {
+	if pl.kind == kindYUV && pl.x2 != nil && haveSIMD {
 		w := make([]float32, len(xt))
 		for i, t := range xt {
 			if len(t) == 2 {

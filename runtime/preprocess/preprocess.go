@@ -140,7 +140,7 @@ func (p *Preprocessor) setPlan(pl *plan) {
 	for _, w := range p.workers {
 		w.hrow[0], w.hrow[1] = grow(w.hrow[0], n), grow(w.hrow[1], n)
 		w.line = grow(w.line, pl.rowBuf)
-		if pl.simd != nil && w.k == nil {
+		if haveSIMD && w.k == nil { // the vector kernels' constants (fused_simd.go)
 			k := *p.simdK
 			w.k = &k
 		}

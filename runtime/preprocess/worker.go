@@ -17,7 +17,7 @@ type worker struct {
 	acc  []float32    // K-tap vertical accumulator
 	tmp  [3][]float32 // an output row before an NHWC or float16 store
 	il   []float32    // NHWC float16: the row interleaved before conversion
-	k    *simdConsts  // the vector kernel's constants (plan.simd)
+	k    *simdConsts  // the vector kernels' constants (nil: none on this CPU)
 
 	filters int // horizontal passes run, for tests of the row cache
 }
@@ -81,7 +81,8 @@ func (w *worker) filter(j int, out []int32) {
 	if pl.x2 != nil {
 		switch pl.kind {
 		case kindYUV:
-			h2YUV(yl, cl, pl.x2, p.yuv, out)
+			n := w.h2SIMD(yl, cl, out)
+			h2YUV(yl, cl, pl.x2[n:], p.yuv, out[3*n:])
 		case kindRGB:
 			h2RGB(yl, pl.x2, out)
 		case kindGrey:
@@ -145,7 +146,9 @@ func (w *worker) imageRow(y int) {
 		if out.C == 1 {
 			v2Luma(top, bot, &c0, &c1, p.bias[0], d[0])
 		} else {
-			v2RGB(top, bot, &c0, &c1, &p.bias, d[p.chOf[0]], d[p.chOf[1]], d[p.chOf[2]])
+			d0, d1, d2 := d[p.chOf[0]], d[p.chOf[1]], d[p.chOf[2]]
+			n := w.v2SIMD(top, bot, &c0, &c1, d0, d1, d2)
+			v2RGB(top[3*n:], bot[3*n:], &c0, &c1, &p.bias, d0[n:], d1[n:], d2[n:])
 		}
 	default:
 		for t := t0; t < t1; t++ {
