@@ -19,9 +19,10 @@
 //     (bilinear: two pixels per column in two rows per output row), caches
 //     its tables per source format, splits rows across long-lived worker
 //     goroutines and allocates nothing per frame. On amd64 CPUs with AVX2
-//     and FMA its hottest loop, the fused pass (YUV source, bilinear,
-//     shrinking 2× or more vertically), runs fused_amd64.s: eight output
-//     columns per iteration in float32, one gathered 4-byte word per tap;
+//     and FMA its bilinear passes run fused_amd64.s, eight output columns
+//     per iteration in float32 with one gathered 4-byte word per tap: the
+//     fused pass (YUV source, shrinking 2× or more vertically), or the
+//     horizontal YUV pass into the row cache and the 2-tap vertical pass;
 //     float16 tensors are stored with F16C. The portable Go code runs
 //     elsewhere (arm64, the purego build tag) and is tested beside it.
 //   - the GPU path in gpu.go, for frames and tensors in CUDA memory.
