@@ -70,24 +70,40 @@ func TestVectorMatchesPortable(t *testing.T) {
 				if i%2 == 0 {
 					o.Resize = Stretch
 				}
-				var out [2][]byte
-				for k, simd := range []bool{true, false} {
-					setSIMD(t, simd)
-					p, err := New(o)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out[k] = make([]byte, o.Out.Bytes())
-					if _, err := p.Run(src, f, out[k]); err != nil {
-						t.Fatal(err)
-					}
-					if blocks := len(p.plan.simd); blocks != boolIndex(simd)*p.plan.iw/8 {
-						t.Fatalf("%s %s: vector kernel %v, %d blocks", f, variantName(o), simd, blocks)
-					}
-					p.Close()
+				vec, port, blocks, iw := bothKernels(t, o, src, f)
+				if blocks != iw/8 {
+					t.Fatalf("%s %s: %d blocks for %d columns", f, variantName(o), blocks, iw)
 				}
-				compareOutputs(t, fmt.Sprintf("%s %s vector against portable", f, variantName(o)), o, out[0], out[1], 0.02)
+				compareOutputs(t, fmt.Sprintf("%s %s vector against portable", f, variantName(o)), o, vec, port, 0.02)
 			}
 		}
 	}
+}
+
+// bothKernels runs one frame through a Preprocessor with the vector
+// kernels and through one without, and returns both outputs, the vector
+// plan's blocks of eight columns and its image width.
+func bothKernels(t *testing.T, o Options, src []byte, f sensors.Format) (vec, port []byte, blocks, iw int) {
+	t.Helper()
+	for _, on := range []bool{true, false} {
+		setSIMD(t, on)
+		p, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]byte, o.Out.Bytes())
+		if _, err := p.Run(src, f, out); err != nil {
+			t.Fatalf("%s %s: %v", f, variantName(o), err)
+		}
+		if on {
+			vec, blocks, iw = out, len(p.plan.simd), p.plan.iw
+		} else {
+			port = out
+			if len(p.plan.simd) != 0 {
+				t.Fatalf("%s %s: vector blocks with the vector kernels off", f, variantName(o))
+			}
+		}
+		p.Close()
+	}
+	return vec, port, blocks, iw
 }
