@@ -102,13 +102,18 @@ func h2Grey(l []byte, xt []xtap, out []int32) {
 // into running sums: s[3(x+1)+k] = s[3x+k] + channel k of pixel x, s[0..2]
 // = 0 (int32 wrap-around is harmless: only differences of nearby sums are
 // used). 4:2:2 and 4:2:0 chroma terms are computed once per pixel pair.
+// The YUV ones start at pixel x0 (even), continuing the sums s[:3x0+3]
+// the vector kernel wrote (0: from the start).
 
 // rowYUYV converts a packed 4:2:2 line (Y0 U Y1 V).
-func rowYUYV(l []byte, n int, t *yuvTable, s []int32) {
+func rowYUYV(l []byte, n int, t *yuvTable, s []int32, x0 int) {
 	s = s[:3*(n+1)]
-	var r, g, b int32
-	s[0], s[1], s[2] = 0, 0, 0
-	x := 0
+	x := x0
+	r, g, b := s[3*x], s[3*x+1], s[3*x+2]
+	if x == 0 {
+		r, g, b = 0, 0, 0
+		s[0], s[1], s[2] = 0, 0, 0
+	}
 	for ; x+1 < n; x += 2 {
 		q := l[2*x : 2*x+4 : 2*x+4]
 		cu, cv := &t.u[q[1]], &t.v[q[3]]
@@ -132,11 +137,14 @@ func rowYUYV(l []byte, n int, t *yuvTable, s []int32) {
 }
 
 // rowUYVY converts a packed 4:2:2 line (U Y0 V Y1).
-func rowUYVY(l []byte, n int, t *yuvTable, s []int32) {
+func rowUYVY(l []byte, n int, t *yuvTable, s []int32, x0 int) {
 	s = s[:3*(n+1)]
-	var r, g, b int32
-	s[0], s[1], s[2] = 0, 0, 0
-	x := 0
+	x := x0
+	r, g, b := s[3*x], s[3*x+1], s[3*x+2]
+	if x == 0 {
+		r, g, b = 0, 0, 0
+		s[0], s[1], s[2] = 0, 0, 0
+	}
 	for ; x+1 < n; x += 2 {
 		q := l[2*x : 2*x+4 : 2*x+4]
 		cu, cv := &t.u[q[0]], &t.v[q[2]]
@@ -160,11 +168,14 @@ func rowUYVY(l []byte, n int, t *yuvTable, s []int32) {
 }
 
 // rowNV12 converts a luma line and its interleaved chroma line.
-func rowNV12(yl, cl []byte, n int, t *yuvTable, s []int32) {
+func rowNV12(yl, cl []byte, n int, t *yuvTable, s []int32, x0 int) {
 	s = s[:3*(n+1)]
-	var r, g, b int32
-	s[0], s[1], s[2] = 0, 0, 0
-	x := 0
+	x := x0
+	r, g, b := s[3*x], s[3*x+1], s[3*x+2]
+	if x == 0 {
+		r, g, b = 0, 0, 0
+		s[0], s[1], s[2] = 0, 0, 0
+	}
 	for ; x+1 < n; x += 2 {
 		y := yl[x : x+2 : x+2]
 		c := cl[x : x+2 : x+2]

@@ -16,6 +16,9 @@ var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 func h2YUVAVX2(yl, cl *byte, tab *colBlock, nblk int, k *simdConsts, out *int32, packed int)
 
 //go:noescape
+func rowYUVAVX2(yl, cl *byte, tab *lineBlock, nblk int, k *simdConsts, s *int32, packed int)
+
+//go:noescape
 func v2RGBAVX2(top, bot *int32, nblk int, k *simdConsts, d0, d1, d2 *float32)
 
 //go:noescape
@@ -65,5 +68,22 @@ func (w *worker) v2SIMD(top, bot []int32, c0, c1 *[3]float32, d0, d1, d2 []float
 	}
 	w.k.setRow(c0, c1, 1)
 	v2RGBAVX2(unsafe.SliceData(top), unsafe.SliceData(bot), n/8, w.k, unsafe.SliceData(d0), unsafe.SliceData(d1), unsafe.SliceData(d2))
+	return n
+}
+
+// rowSIMD runs the vector kernel of the area pass's row conversion over
+// the plan's full blocks of eight pixels of one line, writing the running
+// sums w.line[:3x+3], and returns x, the pixels it converted (0: none).
+func (w *worker) rowSIMD(yl, cl []byte) int {
+	pl := w.p.plan
+	n := 8 * len(pl.lines)
+	if n == 0 || w.k == nil || len(yl) < pl.yLine || len(cl) < pl.simdC || len(w.line) < 3*(n+1) {
+		return 0
+	}
+	packed := 0
+	if pl.cBase == 0 {
+		packed = 1
+	}
+	rowYUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.lines[0], len(pl.lines), w.k, unsafe.SliceData(w.line), packed)
 	return n
 }

@@ -46,6 +46,9 @@
 #define UNP0 768
 #define UNP1 800
 #define UNP2 832
+#define FIX8 864
+#define LAST7 896
+#define LINEBLOCK 160
 
 // GATHER loads the dword at line + offsets (8 int32 at R10+OFF) into DST.
 #define GATHER(OFF, LINE, DST) \
@@ -281,5 +284,70 @@ v2loop:
 	JNZ v2loop
 
 v2done:
+	VZEROUPPER
+	RET
+
+// PREFIX turns the eight int32 of V into running sums continuing from the
+// carry C (the sum so far, in every lane), and leaves the new total in C.
+#define PREFIX(V, C) \
+	VPSLLDQ $4, V, Y10; \
+	VPADDD Y10, V, V; \
+	VPSLLDQ $8, V, Y10; \
+	VPADDD Y10, V, V; \
+	VPSHUFD $0xFF, V, Y10; \
+	VPERM2I128 $0x08, Y10, Y10, Y10; \
+	VPADDD Y10, V, V; \
+	VPADDD C, V, V; \
+	VMOVDQU LAST7(R11), Y10; \
+	VPERMD V, Y10, C
+
+// func rowYUVAVX2(yl, cl *byte, tab *lineBlock, nblk int, k *simdConsts, s *int32, packed int)
+TEXT ·rowYUVAVX2(SB), NOSPLIT, $0-56
+	MOVQ yl+0(FP), SI
+	MOVQ cl+8(FP), DI
+	MOVQ tab+16(FP), R10
+	MOVQ nblk+24(FP), CX
+	MOVQ k+32(FP), R11
+	MOVQ s+40(FP), R8
+	MOVQ packed+48(FP), AX
+	MOVL $0, 0(R8)
+	MOVL $0, 4(R8)
+	MOVL $0, 8(R8)
+	ADDQ $12, R8
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	TESTQ CX, CX
+	JZ rowdone
+
+rowloop:
+	TESTQ AX, AX
+	JZ rowplanar
+	TAPP(O0, SY0, SU0, SV0, SI, Y0, Y1, Y2)
+	JMP rowsum
+
+rowplanar:
+	TAPN(O0, OC0, SY0, SU0, SV0, SI, DI, Y0, Y1, Y2)
+
+rowsum:
+	// to the row functions' fixed point, RGB·2^fracBits, rounded to nearest
+	VMULPS FIX8(R11), Y0, Y0
+	VMULPS FIX8(R11), Y1, Y1
+	VMULPS FIX8(R11), Y2, Y2
+	VCVTPS2DQ Y0, Y0
+	VCVTPS2DQ Y1, Y1
+	VCVTPS2DQ Y2, Y2
+	PREFIX(Y0, Y6)
+	PREFIX(Y1, Y7)
+	PREFIX(Y2, Y8)
+	INTERLEAVE(IDX0, 0x92, 0x24, 0)
+	INTERLEAVE(IDX1, 0x24, 0x49, 32)
+	INTERLEAVE(IDX2, 0x49, 0x92, 64)
+	ADDQ $96, R8
+	ADDQ $LINEBLOCK, R10
+	DECQ CX
+	JNZ rowloop
+
+rowdone:
 	VZEROUPPER
 	RET

@@ -22,6 +22,30 @@ type colBlock struct {
 	w                      [8]float32
 }
 
+// lineBlock describes eight consecutive pixels of a line for the area
+// pass's row kernel, laid out as colBlock's tap 0 (the kernel reads it with
+// the same offsets).
+type lineBlock struct {
+	o, oc, sy, su, sv [8]int32
+}
+
+// simdLine builds the row kernel's blocks for the full groups of eight of
+// the pixels px (pixelOffsets), or nil where a line is too short for
+// 4-byte loads.
+func simdLine(px []pxOff, packed bool, yLine, cLine int) []lineBlock {
+	if yLine < 4 || (!packed && cLine < 4) {
+		return nil
+	}
+	blocks := make([]lineBlock, len(px)/8)
+	for bi := range blocks {
+		b := &blocks[bi]
+		for j := range 8 {
+			b.o[j], b.oc[j], b.sy[j], b.su[j], b.sv[j] = tapWords(px[8*bi+j], packed, yLine, cLine)
+		}
+	}
+	return blocks
+}
+
 // simdConsts are the kernel's constants, each as a vector of eight: the
 // colour conversion (float form of Coeffs, with the −128 and −YOff terms
 // folded into one offset per channel), the clamp bounds, the byte mask,
@@ -39,6 +63,10 @@ type simdConsts struct {
 	// The vertical kernel's VPERMD indices that take 24 interleaved values
 	// apart again, after blends gathered each channel's eight.
 	unperm [3][8]int32
+	// The row kernel's: the fixed point of a converted pixel (2^fracBits)
+	// and the VPERMD index that broadcasts the last lane.
+	fix8  [8]float32
+	last7 [8]int32
 }
 
 func newSIMDConsts(k Coeffs, bias [3]float32) *simdConsts {
@@ -60,6 +88,8 @@ func newSIMDConsts(k Coeffs, bias [3]float32) *simdConsts {
 	fill(c.fix[:], 1<<(fracBits+wBits))
 	c.perm = [3][8]int32{{0, 0, 0, 1, 1, 1, 2, 2}, {2, 3, 3, 3, 4, 4, 4, 5}, {5, 5, 6, 6, 6, 7, 7, 7}}
 	c.unperm = [3][8]int32{{0, 3, 6, 1, 4, 7, 2, 5}, {1, 4, 7, 2, 5, 0, 3, 6}, {2, 5, 0, 3, 6, 1, 4, 7}}
+	fill(c.fix8[:], 1<<fracBits)
+	fill(c.last7[:], 7)
 	return c
 }
 

@@ -32,7 +32,10 @@ func TestColBlockLayout(t *testing.T) {
 		{"simdConsts.fix", unsafe.Offsetof(k.fix), 640},
 		{"simdConsts.perm", unsafe.Offsetof(k.perm), 672},
 		{"simdConsts.unperm", unsafe.Offsetof(k.unperm), 768},
-		{"simdConsts size", unsafe.Sizeof(k), 864},
+		{"simdConsts.fix8", unsafe.Offsetof(k.fix8), 864},
+		{"simdConsts.last7", unsafe.Offsetof(k.last7), 896},
+		{"simdConsts size", unsafe.Sizeof(k), 928},
+		{"lineBlock size", unsafe.Sizeof(lineBlock{}), 160},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s at %d, the kernel expects %d", c.name, c.got, c.want)
@@ -70,9 +73,12 @@ func TestVectorMatchesPortable(t *testing.T) {
 				if i%2 == 0 {
 					o.Resize = Stretch
 				}
-				vec, port, blocks, iw := bothKernels(t, o, src, f)
-				if blocks != iw/8 {
-					t.Fatalf("%s %s: %d blocks for %d columns", f, variantName(o), blocks, iw)
+				if i == 3 {
+					o.Filter = Area // the row kernel, where the image shrinks
+				}
+				vec, port, blocks, want := bothKernels(t, o, src, f)
+				if blocks != want {
+					t.Fatalf("%s %s: %d blocks, want %d", f, variantName(o), blocks, want)
 				}
 				compareOutputs(t, fmt.Sprintf("%s %s vector against portable", f, variantName(o)), o, vec, port, 0.02)
 			}
@@ -82,8 +88,10 @@ func TestVectorMatchesPortable(t *testing.T) {
 
 // bothKernels runs one frame through a Preprocessor with the vector
 // kernels and through one without, and returns both outputs, the vector
-// plan's blocks of eight columns and its image width.
-func bothKernels(t *testing.T, o Options, src []byte, f sensors.Format) (vec, port []byte, blocks, iw int) {
+// plan's blocks of eight output columns (2-tap columns) or of eight pixels
+// of a line (area footprints), and the number of those the plan should
+// have: every full group of eight.
+func bothKernels(t *testing.T, o Options, src []byte, f sensors.Format) (vec, port []byte, blocks, want int) {
 	t.Helper()
 	for _, on := range []bool{true, false} {
 		setSIMD(t, on)
@@ -96,14 +104,18 @@ func bothKernels(t *testing.T, o Options, src []byte, f sensors.Format) (vec, po
 			t.Fatalf("%s %s: %v", f, variantName(o), err)
 		}
 		if on {
-			vec, blocks, iw = out, len(p.plan.simd), p.plan.iw
+			vec, blocks = out, len(p.plan.simd)+len(p.plan.lines)
+			want = p.plan.iw / 8
+			if p.plan.x2 == nil {
+				want = f.Width / 8
+			}
 		} else {
 			port = out
-			if len(p.plan.simd) != 0 {
+			if len(p.plan.simd)+len(p.plan.lines) != 0 {
 				t.Fatalf("%s %s: vector blocks with the vector kernels off", f, variantName(o))
 			}
 		}
 		p.Close()
 	}
-	return vec, port, blocks, iw
+	return vec, port, blocks, want
 }

@@ -48,6 +48,9 @@ type plan struct {
 	// chroma loads need lines of at least simdC bytes.
 	simd  []colBlock
 	simdC int
+	// lines: every pixel of a YUV line in blocks of eight, for the vector
+	// kernel of the area pass's row conversion (nil where there is none).
+	lines []lineBlock
 
 	chunks [][2]int // output rows [lo, hi) claimed as a unit (pool.go)
 }
@@ -91,6 +94,9 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 			pl.area[i] = newAreaTap(t)
 		}
 		pl.rowBuf = 3 * (f.Width + 1)
+		if pl.kind == kindYUV && haveSIMD {
+			pl.lines = simdLine(pixelOffsets(f), pl.cBase == 0, pl.yLine, pl.cLine)
+		}
 	}
 
 	yt := Taps(o.Filter, f.Height, pl.ih)
@@ -116,6 +122,12 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
 		pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
 	}
+	if pl.kind == kindYUV && haveSIMD {
+		pl.simdC = pl.cLine
+		if pl.cBase == 0 {
+			pl.simdC = pl.yLine
+		}
+	}
 	if pl.kind == kindYUV && pl.x2 != nil && haveSIMD {
 		w := make([]float32, len(xt))
 		for i, t := range xt {
@@ -123,12 +135,7 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 				w[i] = float32(t[1].Weight)
 			}
 		}
-		packed := pl.cBase == 0
-		pl.simd = simdColumns(pl.x2, w, packed, pl.yLine, pl.cLine)
-		pl.simdC = pl.cLine
-		if packed {
-			pl.simdC = pl.yLine
-		}
+		pl.simd = simdColumns(pl.x2, w, pl.cBase == 0, pl.yLine, pl.cLine)
 	}
 
 	// Chunks split the image rows evenly, a few per thread so that a

@@ -93,11 +93,11 @@ func (w *worker) filter(j int, out []int32) {
 	n := pl.f.Width
 	switch pl.f.Pixel {
 	case sensors.YUYV:
-		rowYUYV(yl, n, p.yuv, w.line)
+		rowYUYV(yl, n, p.yuv, w.line, w.rowSIMD(yl, cl))
 	case sensors.UYVY:
-		rowUYVY(yl, n, p.yuv, w.line)
+		rowUYVY(yl, n, p.yuv, w.line, w.rowSIMD(yl, cl))
 	case sensors.NV12:
-		rowNV12(yl, cl, n, p.yuv, w.line)
+		rowNV12(yl, cl, n, p.yuv, w.line, w.rowSIMD(yl, cl))
 	case sensors.RGB24, sensors.BGR24:
 		rowRGB(yl, n, pl.f.Pixel == sensors.BGR24, w.line)
 	case sensors.GREY:
