@@ -22,7 +22,8 @@
 //     and FMA its bilinear passes run fused_amd64.s, eight output columns
 //     per iteration in float32 with one gathered 4-byte word per tap: the
 //     fused pass (YUV source, shrinking 2× or more vertically), or the
-//     horizontal YUV pass into the row cache and the 2-tap vertical pass;
+//     horizontal YUV pass into the row cache and the 2-tap vertical pass,
+//     and the area filter's conversion of YUV lines into running sums;
 //     float16 tensors are stored with F16C. The portable Go code runs
 //     elsewhere (arm64, the purego build tag) and is tested beside it.
 //   - the GPU path in gpu.go, for frames and tensors in CUDA memory.
