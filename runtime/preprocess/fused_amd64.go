@@ -16,7 +16,7 @@ var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 func h2YUVAVX2(yl, cl *byte, tab *colBlock, nblk int, k *simdConsts, out *int32, packed int)
 
 //go:noescape
-func rowYUVAVX2(yl, cl *byte, tab *lineBlock, nblk int, k *simdConsts, s *int32, packed int)
+func rowYUVAVX2(yl, cl *byte, tab *lineBlock, nblk int, k *simdConsts, s *int32, packed int, masks *[32]byte)
 
 //go:noescape
 func v2RGBAVX2(top, bot *int32, nblk int, k *simdConsts, d0, d1, d2 *float32)
@@ -77,13 +77,13 @@ func (w *worker) v2SIMD(top, bot []int32, c0, c1 *[3]float32, d0, d1, d2 []float
 func (w *worker) rowSIMD(yl, cl []byte) int {
 	pl := w.p.plan
 	n := 8 * len(pl.lines)
-	if n == 0 || w.k == nil || len(yl) < pl.yLine || len(cl) < pl.simdC || len(w.line) < 3*(n+1) {
+	if n == 0 || w.k == nil || len(yl) < pl.yLine || len(cl) < pl.simdC || len(w.line) < 3*(n+1) || (pl.cBase == 0 && len(yl) < 2*n) {
 		return 0
 	}
 	packed := 0
 	if pl.cBase == 0 {
 		packed = 1
 	}
-	rowYUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.lines[0], len(pl.lines), w.k, unsafe.SliceData(w.line), packed)
+	rowYUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.lines[0], len(pl.lines), w.k, unsafe.SliceData(w.line), packed, &pl.rowMasks)
 	return n
 }

@@ -301,8 +301,11 @@ v2done:
 	VMOVDQU LAST7(R11), Y10; \
 	VPERMD V, Y10, C
 
-// func rowYUVAVX2(yl, cl *byte, tab *lineBlock, nblk int, k *simdConsts, s *int32, packed int)
-TEXT ·rowYUVAVX2(SB), NOSPLIT, $0-56
+// func rowYUVAVX2(yl, cl *byte, tab *lineBlock, nblk int, k *simdConsts, s *int32, packed int, masks *[32]byte)
+// Packed lines are read 16 bytes (8 pixels) at a time and taken apart with
+// the VPSHUFB masks (Y, then U for each pixel; V for each pixel); NV12
+// lines are gathered through tab like the other kernels.
+TEXT ·rowYUVAVX2(SB), NOSPLIT, $0-64
 	MOVQ yl+0(FP), SI
 	MOVQ cl+8(FP), DI
 	MOVQ tab+16(FP), R10
@@ -310,6 +313,7 @@ TEXT ·rowYUVAVX2(SB), NOSPLIT, $0-56
 	MOVQ k+32(FP), R11
 	MOVQ s+40(FP), R8
 	MOVQ packed+48(FP), AX
+	MOVQ masks+56(FP), R9
 	MOVL $0, 0(R8)
 	MOVL $0, 4(R8)
 	MOVL $0, 8(R8)
@@ -323,7 +327,18 @@ TEXT ·rowYUVAVX2(SB), NOSPLIT, $0-56
 rowloop:
 	TESTQ AX, AX
 	JZ rowplanar
-	TAPP(O0, SY0, SU0, SV0, SI, Y0, Y1, Y2)
+	VMOVDQU (SI), X12
+	VPSHUFB 0(R9), X12, X13
+	VPSHUFB 16(R9), X12, X12
+	VPSRLDQ $8, X13, X14
+	VPMOVZXBD X13, Y13
+	VPMOVZXBD X14, Y11
+	VPMOVZXBD X12, Y12
+	VCVTDQ2PS Y13, Y13
+	VCVTDQ2PS Y11, Y11
+	VCVTDQ2PS Y12, Y12
+	CONVERT(Y0, Y1, Y2)
+	ADDQ $16, SI
 	JMP rowsum
 
 rowplanar:

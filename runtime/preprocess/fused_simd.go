@@ -1,6 +1,10 @@
 package preprocess
 
-import "math"
+import (
+	"math"
+
+	"github.com/edged-dev/edged/sensors"
+)
 
 // The vector kernels (fused_amd64.s, AVX2 with FMA) compute what fusedYUV
 // and h2YUV compute, in float32, eight output columns at a time: each
@@ -44,6 +48,24 @@ func simdLine(px []pxOff, packed bool, yLine, cLine int) []lineBlock {
 		}
 	}
 	return blocks
+}
+
+// rowMasks are the row kernel's VPSHUFB masks for 16 bytes (8 pixels) of
+// a packed 4:2:2 line: the 8 Y bytes, then the 4 U bytes each twice; and
+// the 4 V bytes each twice (0x80: zero).
+func rowMasks(pf sensors.PixelFormat) [32]byte {
+	y, u, v := 0, 1, 3 // YUYV: Y0 U Y1 V
+	if pf == sensors.UYVY {
+		y, u, v = 1, 0, 2 // U Y0 V Y1
+	}
+	var m [32]byte
+	for i := range 8 {
+		m[i] = byte(y + 2*i)
+		m[8+i] = byte(u + 4*(i/2))
+		m[16+i] = byte(v + 4*(i/2))
+		m[24+i] = 0x80
+	}
+	return m
 }
 
 // simdConsts are the kernel's constants, each as a vector of eight: the

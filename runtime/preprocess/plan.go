@@ -50,7 +50,8 @@ type plan struct {
 	simdC int
 	// lines: every pixel of a YUV line in blocks of eight, for the vector
 	// kernel of the area pass's row conversion (nil where there is none).
-	lines []lineBlock
+	lines    []lineBlock
+	rowMasks [32]byte // packed lines: the row kernel's VPSHUFB masks (fused_simd.go)
 
 	chunks [][2]int // output rows [lo, hi) claimed as a unit (pool.go)
 }
@@ -96,6 +97,7 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 		pl.rowBuf = 3 * (f.Width + 1)
 		if pl.kind == kindYUV && haveSIMD {
 			pl.lines = simdLine(pixelOffsets(f), pl.cBase == 0, pl.yLine, pl.cLine)
+			pl.rowMasks = rowMasks(f.Pixel)
 		}
 	}
 
