@@ -70,6 +70,11 @@ type Source struct {
 	// raw file
 	file *os.File
 	fr   *frameReader
+	// pend is a record whose header was read but whose wait for its time
+	// was cut short (a cancelled or closed Next): the next Next replays it
+	// rather than reading its body as a header.
+	pend    Record
+	hasPend bool
 	// image folder
 	images []string
 	pos    int
@@ -320,7 +325,11 @@ func (s *Source) ended(ctx context.Context, err error) error {
 // TCapture (when the fill started) and TReady (when it ended).
 func (s *Source) read(ctx context.Context, dst []byte) (sensors.Frame, error) {
 	if s.fr != nil {
-		rec, err := s.fr.nextHeader(len(dst))
+		rec, err := s.pend, error(nil)
+		if !s.hasPend {
+			rec, err = s.fr.nextHeader(len(dst))
+		}
+		s.hasPend = false
 		if err == io.EOF {
 			if !s.opts.Loop || s.played == 0 {
 				return sensors.Frame{}, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
@@ -337,6 +346,7 @@ func (s *Source) read(ctx context.Context, dst []byte) (sensors.Frame, error) {
 			return sensors.Frame{}, s.errorf("%s: %w", s.opts.Path, err)
 		}
 		if err := s.pace(ctx, rec.DeltaNs); err != nil {
+			s.pend, s.hasPend = rec, true
 			return sensors.Frame{}, err
 		}
 		t := sensors.Now()
@@ -466,7 +476,7 @@ func (s *Source) pace(ctx context.Context, delta int64) error {
 	} else if delta < 0 {
 		return nil // folder without a rate: as fast as consumed
 	}
-	now := time.Now()
+	now, prev := time.Now(), s.next
 	if s.next.IsZero() {
 		s.next = now
 	} else {
@@ -476,6 +486,9 @@ func (s *Source) pace(ctx context.Context, delta int64) error {
 		}
 	}
 	err := s.run.Wait(ctx, s.next.Sub(now))
+	if err != nil {
+		s.next = prev // the frame is still due when Next comes back for it
+	}
 	if errors.Is(err, lifetime.ErrStopped) {
 		return s.errorf("%w", sensors.ErrClosed)
 	}
@@ -501,7 +514,7 @@ func (s *Source) Close() error {
 			s.fr.fill.close()
 		}
 		err = s.file.Close()
-		s.file, s.fr = nil, nil
+		s.file, s.fr, s.hasPend = nil, nil, false
 	}
 	s.images = nil
 	if s.mj != nil {
