@@ -19,6 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	pmodel "github.com/prometheus/common/model"
+
+	"github.com/edged-dev/edged/internal/metrictest"
 )
 
 // gatherText is the daemon's registry in the Prometheus text format, as
@@ -64,29 +66,6 @@ func documentedMetrics(t *testing.T) map[string]string {
 		t.Fatalf("docs/OPERATIONS.md lists only %d metrics: %v", len(out), out)
 	}
 	return out
-}
-
-// series finds the metric of family name whose labels include the given
-// pairs, or nil.
-func series(mfs map[string]*dto.MetricFamily, name string, labels ...string) *dto.Metric {
-	mf := mfs[name]
-	if mf == nil {
-		return nil
-	}
-next:
-	for _, m := range mf.Metric {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if have[labels[i]] != labels[i+1] {
-				continue next
-			}
-		}
-		return m
-	}
-	return nil
 }
 
 // TestMetricsEndpoint scrapes /metrics of a running daemon as Prometheus
@@ -143,7 +122,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	value := func(mfs map[string]*dto.MetricFamily, name string, labels ...string) float64 {
 		t.Helper()
-		m := series(mfs, name, labels...)
+		m := metrictest.Series(mfs, name, labels...)
 		switch {
 		case m == nil:
 			t.Fatalf("no %s %q", name, labels)
@@ -224,7 +203,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	// (they are differences of the same stamps).
 	var stageSum float64
 	for _, stage := range []string{"fill", "queue", "pre", "infer", "post"} {
-		m := series(mfs, "edged_stage_seconds", "pipeline", "demo", "stage", stage)
+		m := metrictest.Series(mfs, "edged_stage_seconds", "pipeline", "demo", "stage", stage)
 		if m == nil || m.Histogram == nil {
 			t.Fatalf("no histogram edged_stage_seconds{pipeline=\"demo\",stage=%q}", stage)
 		}
@@ -233,7 +212,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 		stageSum += m.Histogram.GetSampleSum()
 	}
-	if lat := series(mfs, "edged_latency_seconds", "pipeline", "demo"); lat != nil && lat.Histogram != nil {
+	if lat := metrictest.Series(mfs, "edged_latency_seconds", "pipeline", "demo"); lat != nil && lat.Histogram != nil {
 		// A scrape may fall between a frame's latency and its stages:
 		// allow two frames' worth.
 		total := lat.Histogram.GetSampleSum()
@@ -242,7 +221,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"edged_latency_seconds", "edged_inference_seconds"} {
-		m := series(mfs, name, "pipeline", "demo")
+		m := metrictest.Series(mfs, name, "pipeline", "demo")
 		if m == nil || m.Histogram == nil {
 			t.Fatalf("no histogram %s{pipeline=\"demo\"}", name)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	pmodel "github.com/prometheus/common/model"
 
+	"github.com/edged-dev/edged/internal/metrictest"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt/demomodel"
 )
@@ -158,24 +159,7 @@ func TestMetricsOfTheBinary(t *testing.T) {
 		}
 	}
 	histCount := func(name string, labels ...string) uint64 {
-		mf := mfs[name]
-		if mf == nil {
-			return 0
-		}
-	next:
-		for _, m := range mf.Metric {
-			have := map[string]string{}
-			for _, l := range m.Label {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue next
-				}
-			}
-			return m.GetHistogram().GetSampleCount()
-		}
-		return 0
+		return metrictest.Series(mfs, name, labels...).GetHistogram().GetSampleCount()
 	}
 	if histCount("edged_latency_seconds", "pipeline", "demo") == 0 || histCount("edged_inference_seconds", "pipeline", "demo") == 0 {
 		t.Error("the latency histograms counted no results")
