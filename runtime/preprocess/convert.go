@@ -108,12 +108,9 @@ func h2Grey(l []byte, xt []xtap, out []int32) {
 // rowYUYV converts a packed 4:2:2 line (Y0 U Y1 V).
 func rowYUYV(l []byte, n int, t *yuvTable, s []int32, x0 int) {
 	s = s[:3*(n+1)]
+	s[0], s[1], s[2] = 0, 0, 0 // (already so when the kernel wrote s[:3x0+3])
 	x := x0
 	r, g, b := s[3*x], s[3*x+1], s[3*x+2]
-	if x == 0 {
-		r, g, b = 0, 0, 0
-		s[0], s[1], s[2] = 0, 0, 0
-	}
 	for ; x+1 < n; x += 2 {
 		q := l[2*x : 2*x+4 : 2*x+4]
 		cu, cv := &t.u[q[1]], &t.v[q[3]]
@@ -139,12 +136,9 @@ func rowYUYV(l []byte, n int, t *yuvTable, s []int32, x0 int) {
 // rowUYVY converts a packed 4:2:2 line (U Y0 V Y1).
 func rowUYVY(l []byte, n int, t *yuvTable, s []int32, x0 int) {
 	s = s[:3*(n+1)]
+	s[0], s[1], s[2] = 0, 0, 0 // (already so when the kernel wrote s[:3x0+3])
 	x := x0
 	r, g, b := s[3*x], s[3*x+1], s[3*x+2]
-	if x == 0 {
-		r, g, b = 0, 0, 0
-		s[0], s[1], s[2] = 0, 0, 0
-	}
 	for ; x+1 < n; x += 2 {
 		q := l[2*x : 2*x+4 : 2*x+4]
 		cu, cv := &t.u[q[0]], &t.v[q[2]]
@@ -170,12 +164,9 @@ func rowUYVY(l []byte, n int, t *yuvTable, s []int32, x0 int) {
 // rowNV12 converts a luma line and its interleaved chroma line.
 func rowNV12(yl, cl []byte, n int, t *yuvTable, s []int32, x0 int) {
 	s = s[:3*(n+1)]
+	s[0], s[1], s[2] = 0, 0, 0 // (already so when the kernel wrote s[:3x0+3])
 	x := x0
 	r, g, b := s[3*x], s[3*x+1], s[3*x+2]
-	if x == 0 {
-		r, g, b = 0, 0, 0
-		s[0], s[1], s[2] = 0, 0, 0
-	}
 	for ; x+1 < n; x += 2 {
 		y := yl[x : x+2 : x+2]
 		c := cl[x : x+2 : x+2]

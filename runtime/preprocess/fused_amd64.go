@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// haveSIMD says whether the fused pass uses the vector kernel; tests turn
+// haveSIMD says whether the CPU path uses the vector kernels; tests turn
 // it off to check the portable code on the same machine.
 var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
@@ -29,17 +29,13 @@ func fusedYUVAVX2(yt, ct, yb, cb *byte, tab *colBlock, nblk int, k *simdConsts, 
 func (w *worker) fusedSIMD(yt, ct, yb, cb []byte, c0, c1 *[3]float32, d0, d1, d2 []float32) int {
 	pl := w.p.plan
 	n := 8 * len(pl.simd)
-	if n == 0 || len(yt) < pl.yLine || len(yb) < pl.yLine || len(ct) < pl.simdC || len(cb) < pl.simdC ||
+	if n == 0 || len(yt) < pl.yLine || len(yb) < pl.yLine || len(ct) < pl.chromaLine() || len(cb) < pl.chromaLine() ||
 		len(d0) < n || len(d1) < n || len(d2) < n {
 		return 0
 	}
 	w.k.setRow(c0, c1, 1/rowScale)
-	packed := 0
-	if pl.cBase == 0 {
-		packed = 1
-	}
 	fusedYUVAVX2(unsafe.SliceData(yt), unsafe.SliceData(ct), unsafe.SliceData(yb), unsafe.SliceData(cb),
-		&pl.simd[0], len(pl.simd), w.k, unsafe.SliceData(d0), unsafe.SliceData(d1), unsafe.SliceData(d2), packed)
+		&pl.simd[0], len(pl.simd), w.k, unsafe.SliceData(d0), unsafe.SliceData(d1), unsafe.SliceData(d2), packedArg(pl))
 	return n
 }
 
@@ -48,14 +44,10 @@ func (w *worker) fusedSIMD(yt, ct, yb, cb []byte, c0, c1 *[3]float32, d0, d1, d2
 func (w *worker) h2SIMD(yl, cl []byte, out []int32) int {
 	pl := w.p.plan
 	n := 8 * len(pl.simd)
-	if n == 0 || len(yl) < pl.yLine || len(cl) < pl.simdC || len(out) < 3*n {
+	if n == 0 || len(yl) < pl.yLine || len(cl) < pl.chromaLine() || len(out) < 3*n {
 		return 0
 	}
-	packed := 0
-	if pl.cBase == 0 {
-		packed = 1
-	}
-	h2YUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.simd[0], len(pl.simd), w.k, unsafe.SliceData(out), packed)
+	h2YUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.simd[0], len(pl.simd), w.k, unsafe.SliceData(out), packedArg(pl))
 	return n
 }
 
@@ -77,13 +69,18 @@ func (w *worker) v2SIMD(top, bot []int32, c0, c1 *[3]float32, d0, d1, d2 []float
 func (w *worker) rowSIMD(yl, cl []byte) int {
 	pl := w.p.plan
 	n := 8 * len(pl.lines)
-	if n == 0 || w.k == nil || len(yl) < pl.yLine || len(cl) < pl.simdC || len(w.line) < 3*(n+1) || (pl.cBase == 0 && len(yl) < 2*n) {
+	if n == 0 || w.k == nil || len(yl) < pl.yLine || len(cl) < pl.chromaLine() || len(w.line) < 3*(n+1) || (pl.packed() && len(yl) < 2*n) {
 		return 0
 	}
-	packed := 0
-	if pl.cBase == 0 {
-		packed = 1
-	}
-	rowYUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.lines[0], len(pl.lines), w.k, unsafe.SliceData(w.line), packed, &pl.rowMasks)
+	rowYUVAVX2(unsafe.SliceData(yl), unsafe.SliceData(cl), &pl.lines[0], len(pl.lines), w.k, unsafe.SliceData(w.line), packedArg(pl), &pl.rowMasks)
 	return n
+}
+
+// packedArg is the kernels' packed argument: 1 for YUYV and UYVY lines,
+// 0 for NV12.
+func packedArg(pl *plan) int {
+	if pl.packed() {
+		return 1
+	}
+	return 0
 }

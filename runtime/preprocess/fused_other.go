@@ -2,7 +2,7 @@
 
 package preprocess
 
-// haveSIMD is false: the fused pass has no vector kernel on this
+// haveSIMD is false: the CPU path has no vector kernels on this
 // architecture (fused_amd64.s is AVX2).
 var haveSIMD = false
 

@@ -6,14 +6,17 @@ import (
 	"github.com/edged-dev/edged/sensors"
 )
 
-// The vector kernels (fused_amd64.s, AVX2 with FMA) compute what fusedYUV
-// and h2YUV compute, in float32, eight output columns at a time: each
-// tap's source bytes come from one 4-byte load (two for NV12, whose chroma
-// is in its own line) at an offset the plan computed, and a per-column
-// shift picks Y, U and V out of it. The fused one writes the output row;
-// the horizontal one writes a filtered source row in h2YUV's fixed point
-// for the row cache. Columns past the last full block of eight go through
-// the portable functions.
+// The vector kernels (fused_amd64.s, AVX2 with FMA) compute what fusedYUV,
+// h2YUV, v2RGB and the YUV row* functions compute, in float32, eight
+// columns at a time. In the first two each tap's source bytes come from
+// one 4-byte load (two for NV12, whose chroma is in its own line) at an
+// offset the plan computed, and a per-column shift picks Y, U and V out of
+// it. The fused one writes the output row; the horizontal one writes a
+// filtered source row in h2YUV's fixed point for the row cache, which the
+// vertical one blends. The row one converts a whole line into running
+// sums: packed lines 16 bytes at a time (rowMasks), NV12 lines through
+// lineBlocks. Columns past the last full block of eight go through the
+// portable functions.
 
 // colBlock describes eight consecutive output columns for the kernel:
 // per tap, the offsets of the 4-byte words holding the pixel's Y (o) and
@@ -68,7 +71,7 @@ func rowMasks(pf sensors.PixelFormat) [32]byte {
 	return m
 }
 
-// simdConsts are the kernel's constants, each as a vector of eight: the
+// simdConsts are the kernels' constants, each as a vector of eight: the
 // colour conversion (float form of Coeffs, with the −128 and −YOff terms
 // folded into one offset per channel), the clamp bounds, the byte mask,
 // and the output row's vertical weights times the gains (c0, c1) and the

@@ -44,16 +44,27 @@ type plan struct {
 	// each output row is computed in one pass (fused.go).
 	fused bool
 	// simd: the columns of a YUV bilinear pass in blocks of eight for the
-	// vector kernels (fused_simd.go; nil where there are none), whose
-	// chroma loads need lines of at least simdC bytes.
-	simd  []colBlock
-	simdC int
+	// vector kernels (fused_simd.go; nil where there are none).
+	simd []colBlock
 	// lines: every pixel of a YUV line in blocks of eight, for the vector
 	// kernel of the area pass's row conversion (nil where there is none).
 	lines    []lineBlock
 	rowMasks [32]byte // packed lines: the row kernel's VPSHUFB masks (fused_simd.go)
 
 	chunks [][2]int // output rows [lo, hi) claimed as a unit (pool.go)
+}
+
+// packed says whether a pixel's chroma is in its own line (YUYV, UYVY),
+// not in a chroma plane (NV12).
+func (pl *plan) packed() bool { return pl.cBase == 0 }
+
+// chromaLine is the length of the line lines returns for chroma: the
+// pixel's own line when packed, else a line of the chroma plane.
+func (pl *plan) chromaLine() int {
+	if pl.packed() {
+		return pl.yLine
+	}
+	return pl.cLine
 }
 
 func (pl *plan) matches(f sensors.Format) bool {
@@ -96,7 +107,7 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 		}
 		pl.rowBuf = 3 * (f.Width + 1)
 		if pl.kind == kindYUV && haveSIMD {
-			pl.lines = simdLine(pixelOffsets(f), pl.cBase == 0, pl.yLine, pl.cLine)
+			pl.lines = simdLine(pixelOffsets(f), pl.packed(), pl.yLine, pl.cLine)
 			pl.rowMasks = rowMasks(f.Pixel)
 		}
 	}
@@ -124,12 +135,6 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 	for i := 2; i < len(pl.ySrc) && pl.fused; i += 2 {
 		pl.fused = pl.ySrc[i] > pl.ySrc[i-1]
 	}
-	if pl.kind == kindYUV && haveSIMD {
-		pl.simdC = pl.cLine
-		if pl.cBase == 0 {
-			pl.simdC = pl.yLine
-		}
-	}
 	if pl.kind == kindYUV && pl.x2 != nil && haveSIMD {
 		w := make([]float32, len(xt))
 		for i, t := range xt {
@@ -137,7 +142,7 @@ func newPlan(f sensors.Format, o Options, threads int) *plan {
 				w[i] = float32(t[1].Weight)
 			}
 		}
-		pl.simd = simdColumns(pl.x2, w, pl.cBase == 0, pl.yLine, pl.cLine)
+		pl.simd = simdColumns(pl.x2, w, pl.packed(), pl.yLine, pl.cLine)
 	}
 
 	// Chunks split the image rows evenly, a few per thread so that a

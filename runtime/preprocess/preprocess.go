@@ -20,7 +20,7 @@ type Preprocessor struct {
 	opt    Options
 	closed bool
 	yuv    *yuvTable
-	simdK  *simdConsts // the vector kernel's constants, copied per worker
+	simdK  *simdConsts // the vector kernels' constants, copied per worker
 	// Per RGB channel: the gain and bias of the output channel it lands
 	// in, and that channel (BGR reverses the order). With one output
 	// channel the gain is the luma weight times channel 0's gain.
