@@ -46,24 +46,7 @@ __device__ __forceinline__ void image3(const u8* __restrict__ src, int stride, i
 		if (fl & F_BGR) { float q = rgb.x; rgb.x = rgb.z; rgb.z = q; }
 		v[j] = make_float3(fmaf(rgb.x, a0, b0), fmaf(rgb.y, a1, b1), fmaf(rgb.z, a2, b2));
 	}
-	size_t plane = (size_t)W * H, px = (size_t)(y0 + iy) * W + x0 + ix0;
-	int n = min(NX, iw - ix0);
-	if (NX == 2 && n == 2 && !(fl & F_NHWC) && (fl & F_HALF) && !(px & 1)) {
-		store2h(dst, px, v[0].x, v[1].x);
-		store2h(dst, plane + px, v[0].y, v[1].y);
-		store2h(dst, 2 * plane + px, v[0].z, v[1].z);
-		return;
-	}
-	#pragma unroll
-	for (int j = 0; j < NX; j++) {
-		if (j >= n) break;
-		size_t q = px + j;
-		if (fl & F_NHWC) {
-			store(dst, q * 3, v[j].x, fl); store(dst, q * 3 + 1, v[j].y, fl); store(dst, q * 3 + 2, v[j].z, fl);
-		} else {
-			store(dst, q, v[j].x, fl); store(dst, plane + q, v[j].y, fl); store(dst, 2 * plane + q, v[j].z, fl);
-		}
-	}
+	storeRun<NX>(dst, W, H, fl, x0, y0, iw, ix0, iy, v);
 }
 
 // a: the gains for RGB in [0, 255] (multiplied by 255 inside); pa: padding uses 114·a + b.
@@ -75,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(32 * BY) NAME(const u8* __restrict_
 	float yg, float kr, float kg, float kb, float rv, float ngu, float ngv, float bu, int gx, int nImg) { \
 	int b = blockIdx.x; \
 	if (b >= nImg) { \
-		padding(dst, W, H, fl, x0, y0, iw, ih, a0, a1, a2, b0, b1, b2, (b - nImg) * (32 * BY) + threadIdx.y * 32 + threadIdx.x); \
+		padding<8>(dst, W, H, fl, x0, y0, iw, ih, a0, a1, a2, b0, b1, b2, (b - nImg) * (32 * BY) + threadIdx.y * 32 + threadIdx.x); \
 		return; \
 	} \
 	int ty = b / gx, tx = b - ty * gx; \
@@ -93,42 +76,6 @@ KERNEL4(v3_yuyv_nx2_by4, YUYV3, 2, 4)
 
 // v5: one block of 1024 threads per SM at most: padding threads fill 32
 // pixels of a row each, so image pairs and padding fit one thread each.
-__device__ __forceinline__ void padding32(void* __restrict__ dst, int W, int H, int fl,
-	int x0, int y0, int iw, int ih, float a0, float a1, float a2, float b0, float b1, float b2, int t)
-{
-	int groups = (W + 31) >> 5;
-	int oy = t / groups, ox0 = (t - oy * groups) * 32;
-	if (oy >= H) return;
-	bool rowPad = oy < y0 || oy >= y0 + ih;
-	float p0 = fmaf(114.f, a0, b0), p1 = fmaf(114.f, a1, b1), p2 = fmaf(114.f, a2, b2);
-	size_t plane = (size_t)W * H, px = (size_t)oy * W + ox0;
-	if (rowPad && ox0 + 32 <= W && !(fl & F_NHWC) && (fl & F_HALF) && !(px & 7)) {
-		u16 h0, h1, h2;
-		asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h0) : "f"(p0));
-		asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h1) : "f"(p1));
-		asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h2) : "f"(p2));
-		u32 w0 = h0 | (u32)h0 << 16, w1 = h1 | (u32)h1 << 16, w2 = h2 | (u32)h2 << 16;
-		#pragma unroll
-		for (int q = 0; q < 4; q++) {
-			((uint4*)dst)[(px >> 3) + q] = make_uint4(w0, w0, w0, w0);
-			((uint4*)dst)[((plane + px) >> 3) + q] = make_uint4(w1, w1, w1, w1);
-			((uint4*)dst)[((2 * plane + px) >> 3) + q] = make_uint4(w2, w2, w2, w2);
-		}
-		return;
-	}
-	for (int j = 0; j < 32; j++) {
-		int ox = ox0 + j;
-		if (ox >= W) break;
-		if (!rowPad && ox >= x0 && ox < x0 + iw) continue;
-		size_t q = px + j;
-		if (fl & F_NHWC) {
-			store(dst, q * 3, p0, fl); store(dst, q * 3 + 1, p1, fl); store(dst, q * 3 + 2, p2, fl);
-		} else {
-			store(dst, q, p0, fl); store(dst, plane + q, p1, fl); store(dst, 2 * plane + q, p2, fl);
-		}
-	}
-}
-
 extern "C" __global__ void __launch_bounds__(1024) v5_yuyv(const u8* __restrict__ src, int stride, int sw, int sh,
 	void* __restrict__ dst, int W, int H, int C, int fl,
 	int x0, int y0, int iw, int ih, float rx, float ry,
@@ -137,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(1024) v5_yuyv(const u8* __restrict_
 	// 1-D: thread t < nImg is image pair (t % gx, t / gx); the rest pad.
 	int t = blockIdx.x * 1024 + threadIdx.x;
 	if (t >= nImg) {
-		padding32(dst, W, H, fl, x0, y0, iw, ih, a0, a1, a2, b0, b1, b2, t - nImg);
+		padding<32>(dst, W, H, fl, x0, y0, iw, ih, a0, a1, a2, b0, b1, b2, t - nImg);
 		return;
 	}
 	int iy = t / gx, ix = (t - iy * gx) * 2;
