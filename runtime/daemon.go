@@ -235,13 +235,16 @@ func (d *daemon) run(ctx context.Context) error {
 // then frees what it built when that call returns, and starts nothing).
 // Otherwise it returns start's error.
 func (d *daemon) startOrStop(ctx context.Context) error {
+	// Read before start runs: start publishes its graph and config (setGraph)
+	// from its own goroutine, so d.cfg is not the run goroutine's alone here.
+	cfg := d.cfg
+	budget := cfg.Daemon.StopTimeout.Duration
 	started := make(chan error, 1)
-	go func() { started <- d.start(ctx, d.cfg) }()
+	go func() { started <- d.start(ctx, cfg) }()
 	var err error
 	select {
 	case err = <-started:
 	case <-ctx.Done():
-		budget := d.cfg.Daemon.StopTimeout.Duration
 		select {
 		case err = <-started:
 		case <-time.After(budget):
