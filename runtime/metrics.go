@@ -181,7 +181,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) 
 		}
 		io.WriteString(w, "ready\n")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -196,6 +196,20 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) 
 		srv.Shutdown(sctx)
 		<-done
 	}, nil
+}
+
+// readOnly answers only GET and HEAD, on every path: the listener serves
+// state to read, so any other method is refused with 405 and the Allow
+// header (RFC 9110, section 15.5.6) before it reaches a handler.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed: only GET and HEAD\n", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // checkHealthQuiet reports whether every loop progressed within the stall

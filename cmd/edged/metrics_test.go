@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,5 +216,58 @@ func promtool(t *testing.T, scrape []byte) {
 	cmd.Stdin = bytes.NewReader(scrape)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s\nthe scrape:\n%s", err, out, scrape)
+	}
+}
+
+// TestMetricsOnlyGetAndHead: the metrics listener serves state to read.
+// Every other method, on every path (/metrics, /livez, /readyz and paths
+// it does not serve), is refused with 405 and "Allow: GET, HEAD", so a
+// peer cannot mistake it for something that accepts writes; GET and HEAD
+// still answer as before.
+func TestMetricsOnlyGetAndHead(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	cfg, sock, metrics := metricsConfig(t, dir)
+	d := start(t, lib, cfg, sock)
+	waitMetric(t, metrics, `edged_ready`, 1)
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", metrics)
+		}}}
+	do := func(method, path string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://edged"+path, strings.NewReader("x=1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, path := range []string{"/metrics", "/livez", "/readyz", "/", "/nothing-here"} {
+		for _, m := range []string{"POST", "PUT", "DELETE", "TRACE", "PATCH", "OPTIONS", "CONNECTX"} {
+			resp := do(m, path)
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: %s, Allow %q; want 405 with Allow: GET, HEAD", m, path, resp.Status, resp.Header.Get("Allow"))
+			}
+		}
+	}
+	for _, path := range []string{"/metrics", "/livez", "/readyz"} {
+		for _, m := range []string{"GET", "HEAD"} {
+			if resp := do(m, path); resp.StatusCode != http.StatusOK {
+				t.Errorf("%s %s: %s, want 200", m, path, resp.Status)
+			}
+		}
+	}
+	if resp := do("GET", "/nothing-here"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /nothing-here: %s, want 404", resp.Status)
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit status %d", code)
 	}
 }
