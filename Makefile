@@ -113,7 +113,9 @@ help: ## list the targets
 # --- build -------------------------------------------------------------------
 build: $(ORT_LIB) ## bin/edged (version stamped) + libonnxruntime.so.1 next to it
 	@mkdir -p $(BIN)
-	@echo "building $(BIN)/edged: the first build compiles the cgo parts (ONNX Runtime bindings, the CUDA and TensorRT loaders) and takes a few minutes; later builds take seconds"
+	@# Said only when the Go build cache lacks the cgo packages (a first build).
+	@if [[ -n "$$($(GO) list $(GOFLAGS_BUILD) $(TAGFLAG) -deps -f '{{if and .CgoFiles .Stale}}x{{end}}' ./cmd/edged 2>/dev/null)" ]]; then \
+		echo "building $(BIN)/edged: the first build compiles the cgo parts (ONNX Runtime bindings, the CUDA and TensorRT loaders) and takes a few minutes; later builds take seconds"; fi
 	$(GO) build $(GOFLAGS_BUILD) $(TAGFLAG) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/edged ./cmd/edged
 	install -m 0644 $(ORT_LIB) $(BIN)/libonnxruntime.so.1
 	@echo "built $(BIN)/edged $(VERSION) ($(HOST_ARCH)) with ONNX Runtime $(ORT_VERSION) next to it"
@@ -167,7 +169,9 @@ cross-tools:
 
 cross: cross-tools sysroot $(ORT_LIB_arm64) ## bin/edged-linux-arm64 against the glibc 2.31 sysroot, then check-glibc
 	@mkdir -p $(BIN)
-	$(CROSS_ENV) $(GO) build $(GOFLAGS_BUILD) $(TAGFLAG) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/edged-linux-arm64 ./cmd/edged
+	@# The cross flags make a line of 1,500 characters: said in short (make -n cross prints it whole).
+	@echo "go build (arm64, cgo with $(CROSS_CC) against $(SYSROOT)) -o $(BIN)/edged-linux-arm64 ./cmd/edged"
+	@$(CROSS_ENV) $(GO) build $(GOFLAGS_BUILD) $(TAGFLAG) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/edged-linux-arm64 ./cmd/edged
 	$(MAKE) check-glibc
 
 cross-selftest: cross-tools sysroot ## build a C + C++ cgo program with the cross flags, check-glibc it, run it under qemu

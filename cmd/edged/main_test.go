@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "edged")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-trimpath", "-o", binary, ".").CombinedOutput() // make build's flags: the two share the build cache
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building edged: %v\n%s", err, out)
 		os.Exit(1)

@@ -345,7 +345,7 @@ func (rep *Report) markdown() string {
 		fmt.Fprintf(&b, "- pre mode: only fill and pre are compared (n/c = not comparable: edged runs inference, the Python loop does not)\n")
 	}
 	if len(rep.Goals) > 0 {
-		fmt.Fprintf(&b, "\n## Goals (issue 9)\n\n| goal | value | target | |\n|---|---:|---:|---|\n")
+		fmt.Fprintf(&b, "\n## Goals\n\n| goal | value | target | |\n|---|---:|---:|---|\n")
 		for _, g := range rep.Goals {
 			res := "FAIL"
 			if g.Pass {
