@@ -49,4 +49,16 @@
 // unspecified. MJPEG frames without Huffman tables (DHT) use the default
 // tables of ITU-T T.81 Annex K.3: libjpeg-turbo inserts them itself, and
 // for image/jpeg [WithDefaultHuffman] adds the segment.
+//
+// # One judgement of what decodes
+//
+// The backends support different things: image/jpeg decodes CMYK and
+// refuses arithmetic coding, libjpeg-turbo does the reverse. So before any
+// backend sees a frame, [ParseHeader] reads its markers up to the first
+// scan (pure Go, no allocation) and refuses, with [ErrUnsupported] (wrapped
+// with ErrCorrupt), what not every backend decodes: arithmetic, lossless or
+// hierarchical coding, samples other than 8-bit, other than one or three
+// components (CMYK, YCCK), and chroma subsampling image/jpeg does not
+// handle. A frame therefore decodes on every backend or is dropped on
+// every backend for the same reason.
 package jpeg

@@ -13,6 +13,11 @@ var (
 	// empty, truncated, bad markers or entropy-coded data, or a libjpeg
 	// warning. Drop the frame.
 	ErrCorrupt = errors.New("jpeg: corrupt frame")
+	// ErrUnsupported means a well-formed frame uses a feature edged does
+	// not decode on every backend (arithmetic coding, CMYK, 12-bit
+	// samples, lossless or hierarchical coding, unusual subsampling; see
+	// ParseHeader). It comes wrapped with ErrCorrupt: drop the frame.
+	ErrUnsupported = errors.New("jpeg: unsupported JPEG")
 	// ErrShort means the destination cannot hold the decoded image.
 	ErrShort = errors.New("jpeg: destination too small")
 	// ErrNoLibrary means libjpeg-turbo could not be loaded.
@@ -108,16 +113,18 @@ func (b Backend) String() string {
 	return s
 }
 
-// Header is what a JPEG frame's SOF says.
+// Header is what a JPEG frame's SOF says (ParseHeader).
 type Header struct {
 	Width, Height int
+	Components    int  // 1 grey, 3 YCbCr or RGB
+	Precision     int  // bits per sample: 8
+	SOF           byte // SOFBaseline, SOFExtended or SOFProgressive
 }
 
 // backend is one decoder implementation. Decode writes the 1/denom-scaled
 // image as RGB24 rows of exactly 3*w bytes at the start of dst (denom 1
 // only where Backend.FullScaleOnly).
 type backend interface {
-	header(src []byte) (Header, error)
 	decode(dst, src []byte, denom int) (w, h int, err error)
 	close()
 }
@@ -213,22 +220,26 @@ func New(opts Options) (*Decoder, error) {
 // Backend says which decoder serves and why.
 func (d *Decoder) Backend() Backend { return d.info }
 
-// Header reads the image size from the frame's SOF.
+// Header reads the image size from the frame's SOF (ParseHeader: the same
+// answer on every backend, and ErrUnsupported for a frame no backend
+// decodes).
 func (d *Decoder) Header(src []byte) (Header, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.b == nil {
+	closed := d.b == nil
+	d.mu.Unlock()
+	if closed {
 		return Header{}, ErrClosed
 	}
 	if len(src) == 0 {
 		return Header{}, fmt.Errorf("%w: empty buffer", ErrCorrupt)
 	}
-	return d.b.header(src)
+	return ParseHeader(src)
 }
 
 // Decode decodes src at 1/denom scale (denom 1, 2, 4 or 8) into dst as
 // packed RGB24, rows 3*w bytes apart, and returns the decoded size,
-// ScaledSize of the frame's size. On error dst's contents are unspecified.
+// ScaledSize of the frame's size. A frame ParseHeader refuses never
+// reaches the backend. On error dst's contents are unspecified.
 func (d *Decoder) Decode(dst, src []byte, denom int) (w, h int, err error) {
 	switch denom {
 	case 1, 2, 4, 8:
@@ -242,6 +253,9 @@ func (d *Decoder) Decode(dst, src []byte, denom int) (w, h int, err error) {
 	defer d.mu.Unlock()
 	if d.b == nil {
 		return 0, 0, ErrClosed
+	}
+	if _, err := ParseHeader(src); err != nil {
+		return 0, 0, err
 	}
 	return d.b.decode(dst, src, denom)
 }

@@ -216,7 +216,7 @@ func TestFullScale(t *testing.T) {
 				if m > tol || mean > meanTol {
 					t.Errorf("%s: max channel difference %d from image/jpeg (mean %.3f), want <= %d (mean <= %.2f)", s.name, m, mean, tol, meanTol)
 				}
-				if hd, err := d.Header(s.data); err != nil || hd != (jpeg.Header{Width: w, Height: h}) {
+				if hd, err := d.Header(s.data); err != nil || hd.Width != w || hd.Height != h {
 					t.Errorf("%s: Header = %+v, %v", s.name, hd, err)
 				}
 			}

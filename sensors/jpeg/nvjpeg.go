@@ -125,14 +125,6 @@ type nvBackend struct {
 	scratch []byte // a frame with the default Huffman tables inserted
 }
 
-func (b *nvBackend) header(src []byte) (Header, error) {
-	w, h, code := b.req.stage.header(src)
-	if code != 0 {
-		return Header{}, fmt.Errorf("%w: nvjpegGetImageInfo: %s", ErrCorrupt, nvStatus(code))
-	}
-	return Header{Width: w, Height: h}, nil
-}
-
 // hasEOI reports whether src ends with the EOI marker, after the zero
 // padding UVC cameras add to fill a buffer. nvJPEG decodes a truncated
 // frame without complaint; libjpeg warns. A frame cut short is corrupt.

@@ -11,18 +11,6 @@ import (
 // stdBackend is image/jpeg: the fallback. It allocates per frame.
 type stdBackend struct{}
 
-func (stdBackend) header(src []byte) (Header, error) {
-	src, err := WithDefaultHuffman(nil, src)
-	if err != nil {
-		return Header{}, err
-	}
-	c, err := jpeg.DecodeConfig(bytes.NewReader(src))
-	if err != nil {
-		return Header{}, fmt.Errorf("%w: image/jpeg: %w", ErrCorrupt, err)
-	}
-	return Header{Width: c.Width, Height: c.Height}, nil
-}
-
 func (stdBackend) decode(dst, src []byte, denom int) (int, int, error) {
 	src, err := WithDefaultHuffman(nil, src)
 	if err != nil {

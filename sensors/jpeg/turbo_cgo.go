@@ -68,11 +68,6 @@ static void edged_tj_destroy(tjhandle h) { tj.destroy(h); }
 static const char* edged_tj_error(tjhandle h) { return tj.errorStr(h); }
 static int edged_tj_error_code(tjhandle h) { return tj.errorCode(h); }
 
-static int edged_tj_header(tjhandle h, const unsigned char* src, unsigned long n, int* w, int* hh) {
-	int sub = 0, cs = 0;
-	return tj.header(h, src, n, w, hh, &sub, &cs);
-}
-
 // edged_tj_decode decodes at 1/denom into dst (RGB, rows 3*w apart) after
 // checking that the scaled image fits in cap bytes. It returns 0, -1 for a
 // libjpeg error or warning, -2 when dst is too small.
@@ -157,13 +152,6 @@ func (t *turbo) errorf(what string) error {
 		t.h = h
 	}
 	return err
-}
-
-func (t *turbo) header(src []byte) (Header, error) {
-	if C.edged_tj_header(t.h, (*C.uchar)(unsafe.Pointer(&src[0])), C.ulong(len(src)), &t.out[0], &t.out[1]) != 0 {
-		return Header{}, t.errorf("tjDecompressHeader3")
-	}
-	return Header{Width: int(t.out[0]), Height: int(t.out[1])}, nil
 }
 
 func (t *turbo) decode(dst, src []byte, denom int) (int, int, error) {

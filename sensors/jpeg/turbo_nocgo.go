@@ -10,6 +10,5 @@ func loadTurbo(string) (*turbo, error) {
 	return nil, fmt.Errorf("%w: %w", ErrNoLibrary, errNoCgo)
 }
 
-func (*turbo) header([]byte) (Header, error)                { return Header{}, ErrNoLibrary }
 func (*turbo) decode([]byte, []byte, int) (int, int, error) { return 0, 0, ErrNoLibrary }
 func (*turbo) close()                                       {}
