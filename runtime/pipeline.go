@@ -92,6 +92,7 @@ type pipeline struct {
 	met   pipelineMetrics // histograms, made by bind before the first frame
 	rate  rateMeter
 	errs  rateLog
+	skips rateLog      // frames the source skipped (sensors.ErrSkipped)
 	life  pipelineLife // reload keys and the two goroutines (graph.go)
 	perf  perfWatch    // achieved against requested frame rate (perf.go)
 }
@@ -220,6 +221,14 @@ func (p *pipeline) capture(ctx context.Context) {
 func (p *pipeline) deliver(ctx context.Context) error {
 	for {
 		f, err := p.src.Next(ctx)
+		if errors.Is(err, sensors.ErrSkipped) && ctx.Err() == nil {
+			// One unusable frame (a damaged or oversized image): counted,
+			// said at most once per 10 s, and the source goes on.
+			p.stampCapture()
+			p.stats.droppedCorrupt.Add(1)
+			p.skips.log(p.log, "frame skipped", "source", p.scfg.Name, "err", err)
+			continue
+		}
 		if err != nil {
 			return err
 		}

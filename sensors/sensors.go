@@ -21,6 +21,11 @@ var (
 	ErrFormat = errors.New("sensors: unsupported format")
 	// ErrEOF means a finite source (replay without looping) has no more frames.
 	ErrEOF = errors.New("sensors: end of stream")
+	// ErrSkipped from Next means one frame could not be used and was
+	// skipped (a replayed image that is damaged, of another size or of a
+	// kind edged does not decode): the error names it, and the source goes
+	// on; call Next again.
+	ErrSkipped = errors.New("sensors: frame skipped")
 )
 
 // Slot is a leased frame buffer. Release returns it to its pool.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
-	_ "image/jpeg" // replay folders
-	_ "image/png"
 	"io"
 	"log/slog"
 	"net"
@@ -252,8 +249,8 @@ func (s sizedSource) CaptureStats() (mode string, counters map[string]uint64) {
 		"timeouts": st.Timeouts, "restarts": st.Restarts, "gone": st.Gone}
 }
 
-// replaySlotSize reads a recording's header, or the first image of a
-// folder, for the frame size.
+// replaySlotSize reads a recording's header, or the header of the first
+// usable image of a folder (replay.ProbeFolder), for the frame size.
 func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -275,31 +272,11 @@ func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
 		}
 		return h.Format.FrameSize(), nil
 	}
-	entries, err := os.ReadDir(path)
+	f, err := replay.ProbeFolder(path, pf)
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range entries {
-		ext := strings.ToLower(filepath.Ext(e.Name()))
-		if ext != ".png" && ext != ".jpg" && ext != ".jpeg" {
-			continue
-		}
-		f, err := os.Open(filepath.Join(path, e.Name()))
-		if err != nil {
-			return 0, err
-		}
-		cfg, _, err := image.DecodeConfig(f)
-		f.Close()
-		if err != nil {
-			return 0, fmt.Errorf("replay %s: %w", e.Name(), err)
-		}
-		if pf == 0 {
-			pf = sensors.RGB24
-		}
-		fm := sensors.Format{Width: cfg.Width, Height: cfg.Height, Pixel: pf}
-		return max(fm.FrameSize(), cfg.Width*cfg.Height*3), nil
-	}
-	return 0, fmt.Errorf("replay %s: no .png or .jpg images in the folder", path)
+	return max(f.FrameSize(), f.Width*f.Height*3), nil
 }
 
 func newSensor(sc *config.Source, c *config.Config) (sensors.SampleSource, error) {

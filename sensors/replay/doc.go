@@ -29,9 +29,23 @@
 //
 // Every *.png, *.jpg and *.jpeg in the folder, sorted by name, becomes one
 // frame, converted to the configured pixel format (default RGB24; YUV with
-// BT.601 limited range, see package pixconv). All images must have the
-// size of the first. Decoding allocates (image/png; .jpg and .jpeg go
+// BT.601 limited range, see package pixconv). What a file is comes from
+// its content (a PNG signature or a JPEG SOI), not its name. All images
+// must have the size of the first usable one (at most 16384 pixels a
+// side; ProbeFolder says which). Decoding allocates (image/png; JPEG goes
 // through package jpeg's decoder, at full size).
+//
+// Every image is judged before it is decoded: the file is read whole
+// (refused unread when it is larger than eight bytes a pixel of the
+// folder's size plus 4 MiB), its header (PNG IHDR; JPEG markers up to
+// the first scan, jpeg.ParseHeader) is checked and its size compared with
+// the folder's, and only then are the same bytes decoded, so no decoder
+// ever allocates for a size the folder does not have. A file that fails
+// (another size, damaged, not PNG or JPEG, a JPEG feature not every
+// decoder handles, gone) is skipped: Next returns an error wrapping
+// sensors.ErrSkipped that names it and why, and the next Next goes on
+// with the next image. A looping pass in which every image was skipped
+// is an error (not a skip), so the caller backs off and starts again.
 //
 // # Timing
 //

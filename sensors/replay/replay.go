@@ -1,12 +1,11 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"image"
-	_ "image/jpeg" // decoders for image folders
-	_ "image/png"
+	"image/png"
 	"io"
 	"io/fs"
 	"os"
@@ -79,6 +78,7 @@ type Source struct {
 	images []string
 	pos    int
 	rgb    []byte // decoded image scratch (RGB24)
+	ibuf   []byte // the image file being decoded
 }
 
 // New returns a replay source; Start opens the file or folder.
@@ -232,52 +232,84 @@ func (s *Source) openFile() error {
 func fillWorkers() int { return max(0, min(7, goruntime.GOMAXPROCS(0)/2)) }
 
 func (s *Source) openFolder() error {
-	ents, err := os.ReadDir(s.opts.Path)
+	imgs, err := listImages(s.opts.Path)
 	if err != nil {
 		return s.errorf("%w", err)
+	}
+	g, err := folderGeometry(imgs)
+	if err != nil {
+		return s.errorf("%w", err)
+	}
+	f := sensors.Format{Width: g.Width, Height: g.Height, Pixel: s.opts.Pixel}
+	if err := pixconv.Validate(f); err != nil {
+		return s.errorf("%s: %w", s.opts.Path, err)
+	}
+	s.images, s.pos, s.format = imgs, 0, f
+	if f.Pixel != sensors.RGB24 && len(s.rgb) < 3*f.Width*f.Height {
+		s.rgb = make([]byte, 3*f.Width*f.Height)
+	}
+	return nil
+}
+
+// listImages lists the *.png, *.jpg and *.jpeg files of a folder, sorted
+// by name.
+func listImages(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var imgs []string
 	for _, e := range ents {
 		switch strings.ToLower(filepath.Ext(e.Name())) {
 		case ".png", ".jpg", ".jpeg":
 			if e.Type().IsRegular() || e.Type()&fs.ModeSymlink != 0 {
-				imgs = append(imgs, filepath.Join(s.opts.Path, e.Name()))
+				imgs = append(imgs, filepath.Join(dir, e.Name()))
 			}
 		}
 	}
 	if len(imgs) == 0 {
-		return s.errorf("%w: no .png, .jpg or .jpeg files in %s", sensors.ErrNotFound, s.opts.Path)
+		return nil, fmt.Errorf("%w: no .png, .jpg or .jpeg files in %s", sensors.ErrNotFound, dir)
 	}
 	sort.Strings(imgs)
-	cfg, err := decodeConfig(imgs[0])
-	if err != nil {
-		return s.errorf("%w", err)
-	}
-	f := sensors.Format{Width: cfg.Width, Height: cfg.Height, Pixel: s.opts.Pixel}
-	if err := pixconv.Validate(f); err != nil {
-		return s.errorf("%s: %w", imgs[0], err)
-	}
-	s.images, s.pos, s.format = imgs, 0, f
-	if f.Pixel != sensors.RGB24 {
-		s.rgb = make([]byte, 3*f.Width*f.Height)
-	}
-	return nil
+	return imgs, nil
 }
 
-func decodeConfig(path string) (image.Config, error) {
-	f, err := os.Open(path)
+// folderGeometry is the size of the first image (by name) whose header
+// is usable and at most maxDim a side: every image of the folder must
+// have it. Images before it are skipped when their turn comes, with the
+// reason.
+func folderGeometry(imgs []string) (imageHeader, error) {
+	var first error
+	for _, p := range imgs {
+		h, err := readImageHeader(p)
+		if err == nil && (h.Width > maxDim || h.Height > maxDim) {
+			err = fmt.Errorf("%w: %s: %dx%d is larger than %d pixels a side", errImage, p, h.Width, h.Height, maxDim)
+		}
+		if err == nil {
+			return h, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return imageHeader{}, fmt.Errorf("%w: none of the %d images in %s can be replayed; the first: %w", sensors.ErrFormat, len(imgs), filepath.Dir(imgs[0]), first)
+}
+
+// ProbeFolder returns the format an image folder replays as (pixel 0:
+// RGB24) without decoding anything: the size of its first usable image.
+func ProbeFolder(dir string, pixel sensors.PixelFormat) (sensors.Format, error) {
+	imgs, err := listImages(dir)
 	if err != nil {
-		return image.Config{}, err
+		return sensors.Format{}, fmt.Errorf("replay %s: %w", dir, err)
 	}
-	defer f.Close()
-	c, _, err := image.DecodeConfig(f)
+	g, err := folderGeometry(imgs)
 	if err != nil {
-		return image.Config{}, fmt.Errorf("%s: %w", path, err)
+		return sensors.Format{}, fmt.Errorf("replay %s: %w", dir, err)
 	}
-	if c.Width > maxDim || c.Height > maxDim {
-		return image.Config{}, fmt.Errorf("%s: %dx%d is larger than %d pixels a side", path, c.Width, c.Height, maxDim)
+	if pixel == 0 {
+		pixel = sensors.RGB24
 	}
-	return c, nil
+	return sensors.Format{Width: g.Width, Height: g.Height, Pixel: pixel}, nil
 }
 
 // Next implements sensors.Source.
@@ -362,6 +394,11 @@ func (s *Source) read(ctx context.Context, dst []byte) (sensors.Frame, error) {
 		if !s.opts.Loop {
 			return sensors.Frame{}, s.errorf("%w: %s", sensors.ErrEOF, s.opts.Path)
 		}
+		if s.played == 0 {
+			// A whole pass skipped every image: an error, so that the
+			// caller backs off and starts again (listing the folder anew).
+			return sensors.Frame{}, s.errorf("%w: no image in %s could be replayed in a whole pass", sensors.ErrFormat, s.opts.Path)
+		}
 		s.pos, s.played = 0, 0
 	}
 	if err := s.pace(ctx, -1); err != nil {
@@ -372,7 +409,9 @@ func (s *Source) read(ctx context.Context, dst []byte) (sensors.Frame, error) {
 	t := sensors.Now()
 	n, err := s.decode(path, dst)
 	if err != nil {
-		return sensors.Frame{}, s.errorf("%w", err)
+		// One file: it may be damaged, replaced or gone; the next one is
+		// tried at the next Next.
+		return sensors.Frame{}, s.errorf("%w: %w", sensors.ErrSkipped, err)
 	}
 	return sensors.Frame{BytesUsed: n, Flags: sensors.FlagCopied, TCapture: t, TReady: sensors.Now()}, nil
 }
@@ -411,52 +450,45 @@ func (s *Source) rewind() error {
 	return nil
 }
 
+// decode decodes the image at path into dst in the source's format. The
+// file is read whole (at most imageFileLimit), its header checked against
+// the folder's size, and only then decoded from the same bytes, so the
+// decoder never allocates for a size the folder does not have.
 func (s *Source) decode(path string, dst []byte) (int, error) {
-	if ext := strings.ToLower(filepath.Ext(path)); ext == ".jpg" || ext == ".jpeg" {
-		return s.decodeJPEG(path, dst)
-	}
-	f, err := os.Open(path)
+	w, h := s.format.Width, s.format.Height
+	b, err := readImage(path, imageFileLimit(w, h), s.ibuf)
+	s.ibuf = b[:0]
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	img, _, err := image.Decode(f)
+	hd, err := parseImageHeader(b)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
-	w, h := s.format.Width, s.format.Height
-	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
-		return 0, fmt.Errorf("%w: %s is %dx%d, the first image is %dx%d; all images must have one size", sensors.ErrFormat, path, b.Dx(), b.Dy(), w, h)
+	if hd.Width != w || hd.Height != h {
+		return 0, fmt.Errorf("%w: %s is a %dx%d %s; the folder's images are %dx%d (its first usable image), all must have one size", errImage, path, hd.Width, hd.Height, hd.Kind, w, h)
 	}
-	if s.format.Pixel == sensors.RGB24 {
-		if err := pixconv.ImageToRGB24(dst, 3*w, img); err != nil {
-			return 0, err
-		}
-		return 3 * w * h, nil
-	}
-	if err := pixconv.ImageToRGB24(s.rgb, 3*w, img); err != nil {
-		return 0, err
-	}
-	return pixconv.FromRGB24(dst, s.format, s.rgb, 3*w)
-}
-
-// decodeJPEG decodes a .jpg image through the JPEG decoder (full size).
-func (s *Source) decodeJPEG(path string, dst []byte) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	mj, err := s.decoder()
-	if err != nil {
-		return 0, err
-	}
-	w, h := s.format.Width, s.format.Height
 	out := dst
 	if s.format.Pixel != sensors.RGB24 {
 		out = s.rgb
 	}
-	if _, _, err := mj.Decode(out, b, w, h, 0); err != nil {
-		return 0, fmt.Errorf("%w: %s: %w (all images must have the size of the first, %dx%d)", sensors.ErrFormat, path, err, w, h)
+	switch hd.Kind {
+	case kindJPEG:
+		mj, err := s.decoder()
+		if err != nil {
+			return 0, err
+		}
+		if _, _, err := mj.Decode(out, b, w, h, 0); err != nil {
+			return 0, fmt.Errorf("%w: %s: %w", errImage, path, err)
+		}
+	default:
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s: %w", errImage, path, err)
+		}
+		if err := pixconv.ImageToRGB24(out, 3*w, img); err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	if s.format.Pixel == sensors.RGB24 {
 		return 3 * w * h, nil

@@ -313,8 +313,11 @@ func TestImageFolder(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		next(t, s).Slot.Release()
 	}
-	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrFormat) {
-		t.Fatalf("odd-sized image: %v, want ErrFormat", err)
+	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrSkipped) || !strings.Contains(err.Error(), "d.png is a 16x16 PNG; the folder's images are 32x16") {
+		t.Fatalf("odd-sized image: %v, want ErrSkipped naming it", err)
+	}
+	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrEOF) {
+		t.Fatalf("after the odd-sized image: %v, want ErrEOF", err)
 	}
 }
 
