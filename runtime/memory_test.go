@@ -49,7 +49,7 @@ func TestCheckMemory(t *testing.T) {
 		t.Fatalf("need %+v", n)
 	}
 	line := 1 + strings.Count(text[:strings.Index(text, "buffers = 32")], "\n")
-	at := fmt.Sprintf("big.toml:%d:1: source[0].buffers: pipeline \"demo\": frame pool of 35 slots (buffers 32 + 2 + mailbox 1) × 48.0 MiB (4096x4096 YUYV, slots sized for RGB24) = 1.64 GiB", line)
+	at := fmt.Sprintf("big.toml:%d:11: source[0].buffers: pipeline \"demo\": frame pool of 35 slots (buffers 32 + 2 + mailbox 1) × 48.0 MiB (4096x4096 YUYV, slots sized for RGB24) = 1.64 GiB", line)
 
 	// Fits: 1.64 GiB of 8 GiB available less 2 GiB kept.
 	if r, err := CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 8192, 8192)}); err != nil || r.Usable() != 6<<30 {

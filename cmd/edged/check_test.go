@@ -48,8 +48,7 @@ func TestCheckDecidesAsRun(t *testing.T) {
 	for _, c := range cases {
 		cfg, _ := testConfig(t, dir, c.from, c.to)
 		text, _ := os.ReadFile(cfg)
-		line := 1 + strings.Count(string(text[:strings.Index(string(text), c.to)]), "\n")
-		want := fmt.Sprintf("%s:%d:1: %s: %s", cfg, line, c.key, c.want)
+		want := fmt.Sprintf("%s:%s: %s: %s", cfg, valueAt(string(text), c.to), c.key, c.want)
 		out, code := runCheck(t, lib, cfg)
 		if code != 78 || !strings.Contains(out, want) || !strings.Contains(out, "not runnable") {
 			t.Errorf("check with %s: exit %d, want 78 and %q in:\n%s", c.to, code, want, out)
@@ -124,7 +123,7 @@ path = %q
 		want               []string
 	}{
 		{"missing-model.toml", "missing.onnx", "", 78, append([]string{
-			"missing-model.toml:15:1: model[0].path: model file " + filepath.Join(dir, "missing.onnx") + ": no such file or directory",
+			"missing-model.toml:15:8: model[0].path: model file " + filepath.Join(dir, "missing.onnx") + ": no such file or directory",
 			"model m: not loaded: its file is not there"}, devices...)},
 		{"bad-model.toml", "bad.onnx", "", 78, append([]string{"FAIL  model m (" + filepath.Join(dir, "bad.onnx") + "): "}, devices...)},
 		{"bad-key.toml", "builtin:demo", "fsp = 30.0", 78, append([]string{"bad-key.toml:7:1: source[0].fsp: unknown key"}, devices...)},
@@ -160,12 +159,10 @@ func TestTypeErrorHidesNothing(t *testing.T) {
 		`resize = "stretch"`, `resize = "squash"`,
 		`max_clients = 64 `, `max_clients = "many" `)
 	text, _ := os.ReadFile(cfg)
-	at := func(s string) string {
-		return fmt.Sprintf("%s:%d:1: ", cfg, 1+strings.Count(string(text[:strings.Index(string(text), s)]), "\n"))
-	}
+	at := func(s string) string { return cfg + ":" + valueAt(string(text), s) + ": " }
 	want := []string{
 		at(`width = "640"`) + `source[0].width: incompatible types: TOML value has type string; destination has type integer`,
-		at(`fsp = 30.0`) + `source[0].fsp: unknown key`,
+		at(`fsp`) + `source[0].fsp: unknown key; did you mean "fps"?`,
 		at(`model = "nope"`) + `pipeline[0].model: no [[model]] named "nope"`,
 		at(`resize = "squash"`) + `pipeline[0].preprocess.resize: "squash" is not one of "stretch", "letterbox"`,
 		at(`max_clients = "many"`) + `sink[0].max_clients: incompatible types`,

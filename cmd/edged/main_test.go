@@ -353,17 +353,25 @@ func TestWedgedPipelineStopsWatchdog(t *testing.T) {
 func TestBadConfigExit78(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct{ from, to, want string }{
-		{`fps = 30.0`, `fsp = 30.0`, `source[0].fsp: unknown key`},
+		{`fps = 30.0`, `fsp = 30.0`, `source[0].fsp: unknown key; did you mean "fps"?`},
 		{`buffers = 4 `, `buffers = "four" `, `source[0].buffers: incompatible types`},
 		{`model = "demo"`, `model = "nope"`, `pipeline[0].model: no [[model]] named "nope"`},
 		{`path = "builtin:demo" `, `path = "missing.onnx" `, `model[0].path: model file ` + filepath.Join(dir, "missing.onnx") + `: no such file`},
-		{`sinks = ["local"]`, `sinks = ["lokal"]`, `pipeline[0].sinks: sinks[0]: no [[sink]] named "lokal"`},
+		{`sinks = ["local"]`, `sinks = ["lokal"]`, `pipeline[0].sinks[0]: no [[sink]] named "lokal"`},
 	}
 	for _, c := range cases {
 		cfg, _ := testConfig(t, dir, c.from, c.to)
 		text, _ := os.ReadFile(cfg)
-		line := 1 + strings.Count(string(text[:strings.Index(string(text), c.to)]), "\n")
-		want := fmt.Sprintf("%s:%d:1: %s", cfg, line, c.want)
+		// The column of the value, of the key when the key is unknown, of
+		// the element of a list.
+		at := valueAt(string(text), c.to)
+		switch {
+		case strings.Contains(c.want, "unknown key"):
+			at = valueAt(string(text), c.to[:3])
+		case strings.Contains(c.to, "["):
+			at = valueAt(string(text), `"lokal"`)
+		}
+		want := fmt.Sprintf("%s:%s: %s", cfg, at, c.want)
 		for _, sub := range []string{"run", "check"} {
 			cmd := edged(sub, "-config", cfg)
 			var stderr bytes.Buffer

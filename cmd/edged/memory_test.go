@@ -40,7 +40,7 @@ func TestFramePoolMemoryRefused(t *testing.T) {
 	if err := os.WriteFile(huge, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("huge.toml:6:1: source[0].buffers: pipeline \"p0\": frame pool of 98 slots (buffers 32 + 2 + queue 64) × 512.0 MiB (16384x16384 YUYV) = 49.00 GiB")
+	want := fmt.Sprintf("huge.toml:6:11: source[0].buffers: pipeline \"p0\": frame pool of 98 slots (buffers 32 + 2 + queue 64) × 512.0 MiB (16384x16384 YUYV) = 49.00 GiB")
 
 	cmd := edged("check", "-config", huge)
 	cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)

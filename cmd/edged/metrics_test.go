@@ -51,8 +51,7 @@ func TestMetricsListenClassified(t *testing.T) {
 	for _, bad := range []string{"127.0.0.1:notaport", "127.0.0.1:70000", "unix:", ":"} {
 		cfg, _ := testConfig(t, dir, `metrics_listen = ""`, `metrics_listen = "`+bad+`"`)
 		text, _ := os.ReadFile(cfg)
-		line := 1 + strings.Count(string(text[:strings.Index(string(text), "metrics_listen")]), "\n")
-		want := fmt.Sprintf("%s:%d:1: daemon.metrics_listen: ", cfg, line)
+		want := fmt.Sprintf("%s:%s: daemon.metrics_listen: ", cfg, valueAt(string(text), "metrics_listen = "))
 		for _, sub := range []string{"run", "check"} {
 			if code, stderr := runBriefly(t, lib, sub, cfg); code != 78 || !strings.Contains(stderr, want) {
 				t.Errorf("%s with metrics_listen = %q: exit %d, want 78 and %q in:\n%s", sub, bad, code, want, stderr)

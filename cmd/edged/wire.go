@@ -196,7 +196,7 @@ func newCamera(sc *config.Source, c *config.Config, jo jpeg.Options) (sensors.So
 		return sizedSource{src, v4l2.SlotSizeHint(opts)}, nil
 	case "replay":
 		path := c.Resolve(sc.Path)
-		src, err := replay.New(replay.Options{Name: sc.Name, Path: path, Pixel: pf, FPS: sc.FPS, Loop: sc.Loop, JPEG: jo})
+		src, err := replay.New(replay.Options{Name: sc.Name, Path: path, Pixel: pf, FPS: sc.FPS, FreeRun: sc.FreeRun, Loop: sc.Loop, JPEG: jo})
 		if err != nil {
 			return nil, err
 		}

@@ -256,7 +256,7 @@ func (c *Config) Problem(key, format string, args ...any) Problem {
 func (c *Config) newChecker() *checker {
 	k := &checker{file: c.File, idx: c.idx}
 	if k.idx == nil {
-		k.idx = &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
+		k.idx = newKeyIndex()
 	}
 	return k
 }
@@ -270,7 +270,9 @@ func (k *checker) add(path, format string, args ...any) {
 			return
 		}
 	}
-	line, col := k.idx.pos(path)
+	// A problem is with a key's value (its column), or with a table or
+	// a key left out (where the table is written).
+	line, col := k.idx.valuePos(path)
 	k.probs = append(k.probs, Problem{File: k.file, Line: line, Col: col, Key: path, Msg: msg})
 }
 
@@ -441,7 +443,16 @@ func (c *Config) checkSource(k *checker, i int) {
 			}
 		}
 		if s.FPS < 0 || s.FPS > 1000 || math.IsNaN(s.FPS) {
-			k.add(at("fps"), "must be between 0 (free-running) and 1000")
+			zero := map[string]string{
+				"synthetic": "as fast as the pipeline takes frames",
+				"replay":    "the recorded pace; free_run = true plays every frame at once",
+				"v4l2":      "the device's default rate",
+			}[s.Kind]
+			k.add(at("fps"), "must be between 0 (%s) and 1000 frames per second", zero)
+		}
+		if s.FreeRun && s.Kind != "replay" {
+			k.add(at("free_run"), "is for replay sources (a %s source: fps = 0 %s)", s.Kind,
+				map[string]string{"synthetic": "is as fast as the pipeline takes frames", "v4l2": "is the device's default rate"}[s.Kind])
 		}
 		if s.Buffers < 2 || s.Buffers > 32 {
 			k.add(at("buffers"), "must be between 2 and 32")
@@ -737,10 +748,10 @@ func (c *Config) checkPipeline(k *checker, i int) {
 		switch {
 		case src == nil:
 			if k.namesDecoded("source") {
-				k.add(at("sensors"), "sensors[%d]: no [[source]] named %q", j, s)
+				k.add(at(fmt.Sprintf("sensors[%d]", j)), "no [[source]] named %q", s)
 			}
 		case src.Kind != "serial" && sourceDecoded(src):
-			k.add(at("sensors"), "sensors[%d]: source %q is a %s camera, not a serial sensor", j, s, src.Kind)
+			k.add(at(fmt.Sprintf("sensors[%d]", j)), "source %q is a %s camera, not a serial sensor", s, src.Kind)
 		}
 	}
 	if p.SensorWindow.Duration < 0 {
@@ -755,7 +766,7 @@ func (c *Config) checkPipeline(k *checker, i int) {
 	}
 	for j, s := range p.Sinks {
 		if c.Sink(s) == nil && k.namesDecoded("sink") {
-			k.add(at("sinks"), "sinks[%d]: no [[sink]] named %q", j, s)
+			k.add(at(fmt.Sprintf("sinks[%d]", j)), "no [[sink]] named %q", s)
 		}
 	}
 	pp := &p.Preprocess

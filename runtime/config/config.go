@@ -89,8 +89,9 @@ type Source struct {
 	Period int   `toml:"period"` // frames per background colour
 
 	// Replay.
-	Path string `toml:"path"`
-	Loop bool   `toml:"loop"`
+	Path    string `toml:"path"`
+	Loop    bool   `toml:"loop"`
+	FreeRun bool   `toml:"free_run"` // every frame at once: no recorded pace, no fps
 
 	// Serial sensors.
 	Baud     int      `toml:"baud"`
@@ -331,7 +332,12 @@ func (d *decoder) fields(path string, keys map[string]toml.Primitive, v reflect.
 		}
 		i, ok := byTag[key]
 		if !ok {
-			d.add(at, "unknown key (check the spelling; every key is listed in configs/edged.toml)")
+			line, col := d.idx.pos(at) // the key is what is wrong
+			msg := "unknown key (check the spelling; every key is listed in configs/edged.toml)"
+			if near := closest(key, slices.Collect(maps.Keys(byTag))); near != "" {
+				msg = fmt.Sprintf("unknown key; did you mean %q? (every key is listed in configs/edged.toml)", near)
+			}
+			d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: col, Key: at, Msg: msg})
 			continue
 		}
 		d.value(at, keys[key], v.Field(i))
@@ -381,11 +387,9 @@ func (d *decoder) value(path string, prim toml.Primitive, v reflect.Value) {
 	}
 }
 
+// add reports a problem with the value at path.
 func (d *decoder) add(path, msg string) {
-	line, col := d.idx.pos(path)
-	if line > 0 && col == 0 {
-		col = 1
-	}
+	line, col := d.idx.valuePos(path)
 	d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: col, Key: path, Msg: msg})
 }
 

@@ -169,47 +169,47 @@ source = "cam0"
 model = "demo"
 sinks = ["s"]
 schedul = "latest"
-`, []string{`:28:1: pipeline[1].schedul: unknown key`}},
+`, []string{`:28:1: pipeline[1].schedul: unknown key; did you mean "schedule"?`}},
 		{"wrong type", strings.Replace(base, `width = 64`, `width = "wide"`, 1),
-			[]string{`:5:1: source[0].width: `, `incompatible types`}},
+			[]string{`:5:9: source[0].width: `, `incompatible types`}},
 		{"wrong type in second element", base + `
 [[source]]
 name = "cam1"
 kind = "synthetic"
 fps = "fast"
-`, []string{`:26:1: source[1].fps: `}},
+`, []string{`:26:7: source[1].fps: `}},
 		{"syntax", base + "\n[daemon\n", []string{`:24:8: expected '.' or ']' to end table name`}},
 		{"duplicate names", base + `
 [[sink]]
 name = "s"
 kind = "socket"
-`, []string{`:24:1: sink[1].name: duplicate name "s" (also used by sink[0])`}},
+`, []string{`:24:8: sink[1].name: duplicate name "s" (also used by sink[0])`}},
 		{"dangling references", strings.Replace(strings.Replace(base, `model = "demo"`+"\n"+`sinks`, `model = "nope"`+"\n"+`sinks`, 1), `sinks = ["s"]`, `sinks = ["s", "t"]`, 1),
-			[]string{`:15:1: pipeline[0].model: no [[model]] named "nope"`, `:16:1: pipeline[0].sinks: sinks[1]: no [[sink]] named "t"`}},
+			[]string{`:15:9: pipeline[0].model: no [[model]] named "nope"`, `:16:15: pipeline[0].sinks[1]: no [[sink]] named "t"`}},
 		{"several problems at once", strings.Replace(strings.Replace(base, `kind = "socket"`, `kind = "sockt"`, 1), `width = 64`, `width = -1`, 1),
 			[]string{`source[0].width: width and height`, `sink[0].kind: "sockt" is not one of`}},
 		{"unknown key with validation problems", strings.Replace(strings.Replace(base, `width = 64`, `widht = 64`, 1), `model = "demo"`+"\n"+`sinks`, `model = "nope"`+"\n"+`sinks`, 1),
-			[]string{`:2:1: source[0].width: width and height must be between 1 and 16384 (got 0x48)`, `:5:1: source[0].widht: unknown key`, `:15:1: pipeline[0].model: no [[model]] named "nope"`}},
+			[]string{`:2:1: source[0].width: width and height must be between 1 and 16384 (got 0x48)`, `:5:1: source[0].widht: unknown key; did you mean "width"?`, `:15:9: pipeline[0].model: no [[model]] named "nope"`}},
 		{"missing frame size", strings.Replace(strings.Replace(base, "width = 64\n", "", 1), "height = 48\n", "", 1),
 			[]string{`:2:1: source[0].width: missing: a synthetic source needs width and height`}},
 		{"bad enum in inline position", strings.Replace(base, `[[sink]]`, "[pipeline.preprocess]\nresize = \"squash\"\n\n[[sink]]", 1),
-			[]string{`:19:1: pipeline[0].preprocess.resize: "squash" is not one of "stretch", "letterbox"`}},
+			[]string{`:19:10: pipeline[0].preprocess.resize: "squash" is not one of "stretch", "letterbox"`}},
 		{"world-writable socket", strings.Replace(base, `kind = "socket"`, "kind = \"socket\"\nmode = \"0666\"", 1),
 			[]string{`sink[0].mode: 0666 lets every user`}},
 		{"no pipeline", "[daemon]\n", []string{`no [[pipeline]] defined`}},
 		{"serial source as pipeline source", strings.Replace(base, `kind = "synthetic"`, "kind = \"serial\"\ndevice = \"/dev/null\"", 1),
 			[]string{`pipeline[0].source: source "cam0" is a serial sensor`}},
 		{"mqtt url scheme", strings.Replace(base, `kind = "socket"`, "kind = \"mqtt\"\nurl = \"http://broker:1883\"", 1),
-			[]string{`:21:1: sink[0].url: scheme "http" is not "mqtt" or "mqtts"`}},
+			[]string{`:21:7: sink[0].url: scheme "http" is not "mqtt" or "mqtts"`}},
 		{"mqtt problems", strings.Replace(base, `kind = "socket"`, "kind = \"mqtt\"\nurl = \"mqtt://broker\"\nqos = 2\ntopic = \"a/{pipe}/#\"\nstatus_topic = \"s/{pipeline}\"\nca_file = \"ca.pem\"\nkey_file = \"k.pem\"\nqueue_bytes = 100", 1),
-			[]string{`:18:1: sink[0].cert_file: cert_file and key_file go together`, `:21:1: sink[0].url: ca_file, cert_file and key_file need TLS`, `:22:1: sink[0].qos: must be 0 or 1`,
-				`:23:1: sink[0].topic: "a/{pipe}/#": unknown placeholder {pipe}`, `:24:1: sink[0].status_topic: "s/{pipeline}": {pipeline} is not known here`, `:27:1: sink[0].queue_bytes: must be at least 65536`}},
+			[]string{`:18:1: sink[0].cert_file: cert_file and key_file go together`, `:21:7: sink[0].url: ca_file, cert_file and key_file need TLS`, `:22:7: sink[0].qos: must be 0 or 1`,
+				`:23:9: sink[0].topic: "a/{pipe}/#": unknown placeholder {pipe}`, `:24:16: sink[0].status_topic: "s/{pipeline}": {pipeline} is not known here`, `:27:15: sink[0].queue_bytes: must be at least 65536`}},
 		{"mqtt missing url", strings.Replace(base, `kind = "socket"`, "kind = \"mqtt\"", 1),
 			[]string{`:18:1: sink[0].url: missing: an mqtt sink needs url`}},
 		{"device id with a slash", strings.Replace(base, `[[source]]`, "[daemon]\ndevice_id = \"a/b\"\n\n[[source]]", 1),
-			[]string{`:3:1: daemon.device_id: "a/b" must not contain /`}},
+			[]string{`:3:13: daemon.device_id: "a/b" must not contain /`}},
 		{"bad duration", strings.Replace(base, `[[source]]`, "[daemon]\nstop_timeout = \"soon\"\n\n[[source]]", 1),
-			[]string{`:3:1: daemon.stop_timeout: `, `invalid duration "soon"`}},
+			[]string{`:3:16: daemon.stop_timeout: `, `invalid duration "soon"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -337,7 +337,7 @@ kind = "socket"
 		t.Fatal(err)
 	}
 	err = cfg.CheckFiles()
-	want := f + ":9:1: model[0].path: model file " + filepath.Join(dir, "models/none.onnx") + ": no such file or directory"
+	want := f + ":9:8: model[0].path: model file " + filepath.Join(dir, "models/none.onnx") + ": no such file or directory"
 	if err == nil || !errors.Is(err, ErrInvalid) || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}
@@ -383,7 +383,7 @@ ca_file = "ca.pem"
 		t.Errorf("defaults: %+v", s)
 	}
 	err = cfg.CheckFiles()
-	want := f + ":20:1: sink[0].password_file: password file " + filepath.Join(dir, "secret/none") + ": no such file or directory"
+	want := f + ":20:17: sink[0].password_file: password file " + filepath.Join(dir, "secret/none") + ": no such file or directory"
 	if err == nil || !errors.Is(err, ErrInvalid) || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}

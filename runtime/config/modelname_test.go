@@ -53,7 +53,7 @@ path = "` + filepath.Join(dir, "s.sock") + `"
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("model name %s: not a configuration error: %v", bad, err)
 		}
-		if want := f + ":8:1: model[0].name: model name "; !strings.HasPrefix(err.Error(), want) {
+		if want := f + ":8:8: model[0].name: model name "; !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("model name %s: error %q, want it to start with %q", bad, err, want)
 		}
 	}
@@ -97,7 +97,7 @@ kind = "socket"
 	}
 	for _, v := range []string{"512", "-1"} {
 		_, err := Parse("edged.toml", []byte("[daemon]\nmax_model_bytes = "+v+"\n"+base))
-		if err == nil || !strings.HasPrefix(err.Error(), "edged.toml:2:1: daemon.max_model_bytes: must be at least 1048576") {
+		if err == nil || !strings.HasPrefix(err.Error(), "edged.toml:2:19: daemon.max_model_bytes: must be at least 1048576") {
 			t.Errorf("max_model_bytes = %s: %v", v, err)
 		}
 	}

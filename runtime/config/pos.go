@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // keyIndex maps key paths such as "pipeline[1].model" to where they are
@@ -12,12 +13,21 @@ import (
 // understands table headers, arrays of tables, dotted keys and inline
 // tables, and skips strings, comments and multi-line values.
 type keyIndex struct {
-	at     map[string][2]int // path -> line, column (1-based)
+	at     map[string][2]int // path -> line, column (1-based) of the key or table header
+	val    map[string][2]int // path -> line, column of the key's value
 	counts map[string]int    // array-of-tables name -> elements seen
 }
 
+func newKeyIndex() *keyIndex {
+	return &keyIndex{at: map[string][2]int{}, val: map[string][2]int{}, counts: map[string]int{}}
+}
+
+// column is the 1-based column of byte offset off in line, counted in
+// characters as editors count them.
+func column(line string, off int) int { return utf8.RuneCountInString(line[:off]) + 1 }
+
 func indexKeys(data []byte) *keyIndex {
-	ix := &keyIndex{at: map[string][2]int{}, counts: map[string]int{}}
+	ix := newKeyIndex()
 	var table string // current table path with indices, e.g. "pipeline[0].preprocess"
 	lines := bytes.Split(data, []byte("\n"))
 	depth := 0    // bracket depth of a multi-line array or inline table
@@ -31,7 +41,7 @@ func indexKeys(data []byte) *keyIndex {
 			continue
 		}
 		trim := strings.TrimLeft(line, " \t")
-		col := len(line) - len(trim) + 1
+		col := column(line, len(line)-len(trim))
 		if depth > 0 {
 			depth += bracketDelta(trim)
 			continue
@@ -64,6 +74,7 @@ func indexKeys(data []byte) *keyIndex {
 		}
 		ix.set(path, n+1, col)
 		val := strings.TrimLeft(rest, " \t")
+		ix.setValue(path, n+1, column(line, len(line)-len(val)))
 		switch {
 		case strings.HasPrefix(val, `"""`) && strings.Count(val, `"""`) == 1:
 			inMulti = `"""`
@@ -71,6 +82,9 @@ func indexKeys(data []byte) *keyIndex {
 			inMulti = `'''`
 		case strings.HasPrefix(val, "{"):
 			ix.inline(path, line, n+1)
+			depth = bracketDelta(val)
+		case strings.HasPrefix(val, "["):
+			ix.elements(path, line, n+1, len(line)-len(val))
 			depth = bracketDelta(val)
 		default:
 			depth = bracketDelta(val)
@@ -105,6 +119,12 @@ func (ix *keyIndex) set(path string, line, col int) {
 	}
 }
 
+func (ix *keyIndex) setValue(path string, line, col int) {
+	if _, dup := ix.val[path]; !dup {
+		ix.val[path] = [2]int{line, col}
+	}
+}
+
 // inline records the keys of an inline table written on one line.
 func (ix *keyIndex) inline(path, line string, n int) {
 	open := strings.IndexByte(line, '{')
@@ -115,9 +135,29 @@ func (ix *keyIndex) inline(path, line string, n int) {
 	off := open + 1
 	for _, field := range splitTopLevel(body) {
 		t := strings.TrimLeft(field.text, " \t")
-		if k, _, ok := splitKey(t); ok {
-			ix.set(path+"."+k, n, off+field.start+len(field.text)-len(t)+1)
+		if k, rest, ok := splitKey(t); ok {
+			start := off + field.start + len(field.text) - len(t)
+			ix.set(path+"."+k, n, column(line, start))
+			v := strings.TrimLeft(rest, " \t")
+			ix.setValue(path+"."+k, n, column(line, start+len(t)-len(v)))
 		}
+	}
+}
+
+// elements records where the elements of an array written on one line,
+// at byte offset open of line, are: path[0], path[1], ... (a problem with
+// one element points at it).
+func (ix *keyIndex) elements(path, line string, n, open int) {
+	body := line[open+1:]
+	if bracketDelta(line[open:]) != 0 {
+		return // continued on the next lines
+	}
+	for i, f := range splitTopLevel(body) {
+		t := strings.TrimLeft(f.text, " \t")
+		if strings.TrimSpace(t) == "" {
+			break // [] or a trailing comma
+		}
+		ix.setValue(fmt.Sprintf("%s[%d]", path, i), n, column(line, open+1+f.start+len(f.text)-len(t)))
 	}
 }
 
@@ -220,6 +260,16 @@ func bracketDelta(s string) int {
 		}
 	}
 	return d
+}
+
+// valuePos returns where the value of key path is written; for a path
+// that is not a written key (a table, a key left out), where its closest
+// written ancestor is (pos).
+func (ix *keyIndex) valuePos(path string) (line, col int) {
+	if at, ok := ix.val[path]; ok {
+		return at[0], at[1]
+	}
+	return ix.pos(path)
 }
 
 // pos returns where path (or its closest written ancestor) is written.

@@ -387,7 +387,7 @@ func edgedConfig(o *options, m *Manifest, model, replay, sock string, fps float6
 	if o.ortLib != "" {
 		fmt.Fprintf(&b, "onnxruntime_lib = %s\n", q(o.ortLib))
 	}
-	fmt.Fprintf(&b, "\n[[source]]\nname = \"bench\"\nkind = \"replay\"\npath = %s\nloop = true\nfps = %g\nbuffers = 4\n", q(replay), fps)
+	fmt.Fprintf(&b, "\n[[source]]\nname = \"bench\"\nkind = \"replay\"\npath = %s\nloop = true\nfps = %g\nfree_run = %t\nbuffers = 4\n", q(replay), fps, fps == 0)
 	fmt.Fprintf(&b, "\n[[model]]\nname = \"bench\"\npath = %s\nbackend = \"onnx\"\nreload = false\nthreads = %d\n", q(model), o.threads)
 	fmt.Fprintf(&b, "\n[[pipeline]]\nname = \"bench\"\nsource = \"bench\"\nmodel = \"bench\"\nsinks = [\"out\"]\nschedule = \"queue\"\nqueue = 4\n")
 	fmt.Fprintf(&b, "\n[pipeline.preprocess]\ninput = %s\nresize = \"stretch\"\ncolor = \"rgb\"\nscale = 0.00392156862745098\nmean = [0.485, 0.456, 0.406]\nstd = [0.229, 0.224, 0.225]\n", q(m.InputName))
