@@ -49,16 +49,28 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args[1:]); !ok {
 		return code
 	}
-	cfg, what, err := loadConfig(*path)
-	if err != nil {
+	// What the machine lacks (a model file, a password file) does not
+	// keep the configuration from being shown: it is said after it. A
+	// configuration with problems is shown as far as it was understood,
+	// and exits 78.
+	cfg, what, err := parseConfig(*path)
+	if cfg == nil { // not TOML
 		fmt.Fprintf(stderr, "edged: %s:\n%v\n", what, err)
 		return exitCode(err)
 	}
-	text, err := config.Encode(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "edged: %v\n", err)
+	text, eerr := config.Encode(cfg)
+	if eerr != nil {
+		fmt.Fprintf(stderr, "edged: %v\n", eerr)
 		return exitFailure
 	}
+	if err != nil {
+		fmt.Fprintf(stdout, "# configuration from %s, NOT VALID (the problems are listed on stderr): what edged understood of it, defaults filled in\n%s", what, text)
+		fmt.Fprintf(stderr, "edged: %s:\n%v\n", what, err)
+		return exitCode(err)
+	}
 	fmt.Fprintf(stdout, "# effective configuration from %s (defaults filled in)\n%s", what, text)
+	if ferr := cfg.CheckFiles(); ferr != nil {
+		fmt.Fprintf(stderr, "edged config print: warning: on this machine edged run and edged check would refuse %s:\n%v\n", what, ferr)
+	}
 	return exitOK
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
+
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/replay"
 )
@@ -142,5 +144,84 @@ fps = 30.0 `, "kind = \""+c.kind+"\"\n"+c.extra+" ")
 		if code != 78 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%s with %q: exit %d, want 78 and %q:\n%s", c.kind, c.extra, code, c.want, stderr)
 		}
+	}
+}
+
+// foreignKeys are keys of other kinds that a table of a kind must not
+// show: the keys each kind has alone.
+var foreignKeys = map[string]map[string][]string{
+	"source": {
+		"v4l2":      {"seed", "period", "path", "loop", "free_run", "baud", "protocol", "columns", "ring"},
+		"synthetic": {"device", "io", "path", "loop", "free_run", "baud", "protocol", "columns", "ring"},
+		"replay":    {"device", "io", "seed", "period", "baud", "protocol", "columns", "ring"},
+		"serial":    {"width", "height", "format", "fps", "buffers", "io", "seed", "period", "path", "loop", "free_run"},
+	},
+	"sink": {
+		"socket": {"device", "baud", "data_bits", "parity", "stop_bits", "queue", "max_frame_bytes", "url", "topic", "qos", "password_file", "queue_bytes"},
+		"serial": {"path", "mode", "group", "max_clients", "client_queue", "allow_uids", "url", "topic", "qos", "queue_bytes"},
+		"mqtt":   {"path", "mode", "group", "max_clients", "client_queue", "allow_uids", "device", "baud", "parity", "max_frame_bytes"},
+	},
+}
+
+// TestConfigPrintWhateverTheMachineLacks is issue 19's fourth finding:
+// edged config print refused configs/examples/jetson-usb-camera.toml on a
+// machine without its engine file (only the missing-file error, exit 78),
+// so nobody could see the effective configuration while writing one, and
+// it printed the keys of other kinds as zeros (baud = 0, url = "" under a
+// socket sink). Now it prints every example, with what this machine lacks
+// said after it on stderr (exit 0), and each table holds the keys of its
+// kind alone. A configuration with problems is printed as far as it was
+// understood, marked so, and exits 78.
+func TestConfigPrintWhateverTheMachineLacks(t *testing.T) {
+	examples, err := filepath.Glob("../../configs/examples/*.toml")
+	if err != nil || len(examples) < 3 {
+		t.Fatalf("examples: %v %v", examples, err)
+	}
+	kinds := map[string]bool{}
+	for _, ex := range append(examples, "../../configs/edged.toml") {
+		out, stderr, code := runCmd(t, 30*time.Second, "config", "print", "-config", ex)
+		if code != 0 || !strings.HasPrefix(out, "# effective configuration from "+ex) {
+			t.Errorf("%s: exit %d:\n%s%s", ex, code, out, stderr)
+			continue
+		}
+		if stderr != "" && !strings.HasPrefix(stderr, "edged config print: warning: on this machine edged run and edged check would refuse "+ex+":\n") {
+			t.Errorf("%s: stderr is not the warning:\n%s", ex, stderr)
+		}
+		var printed map[string]any
+		if _, err := toml.Decode(out, &printed); err != nil {
+			t.Fatalf("%s: the printed configuration is not TOML: %v", ex, err)
+		}
+		for table, byKind := range foreignKeys {
+			list, _ := printed[table].([]map[string]any)
+			for i, tab := range list {
+				kind, _ := tab["kind"].(string)
+				kinds[table+" "+kind] = true
+				for _, k := range byKind[kind] {
+					if _, ok := tab[k]; ok {
+						t.Errorf("%s: %s[%d] (kind %q) prints %s, a key of another kind", ex, table, i, kind, k)
+					}
+				}
+			}
+		}
+	}
+	if len(kinds) < 5 {
+		t.Errorf("the examples cover only %v", kinds)
+	}
+	usb := "../../configs/examples/jetson-usb-camera.toml"
+	out, stderr, _ := runCmd(t, 30*time.Second, "config", "print", "-config", usb)
+	for _, want := range []string{`path = "/var/lib/edged/models/yolov8n.engine"`, `kind = "detections"`, `score_threshold = 0.35`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: the printed configuration lacks %q", usb, want)
+		}
+	}
+	if !strings.Contains(stderr, "model[0].path: model file /var/lib/edged/models/yolov8n.engine: no such file or directory") {
+		t.Errorf("%s: the missing engine is not said after the configuration:\n%s", usb, stderr)
+	}
+
+	dir := t.TempDir()
+	cfg, _ := testConfig(t, dir, `fps = 30.0`, `fsp = 30.0`)
+	out, stderr, code := runCmd(t, 30*time.Second, "config", "print", "-config", cfg)
+	if code != 78 || !strings.Contains(out, "NOT VALID") || !strings.Contains(out, `name = "cam0"`) || !strings.Contains(stderr, `source[0].fsp: unknown key; did you mean "fps"?`) {
+		t.Errorf("invalid configuration: exit %d, want 78, the configuration marked NOT VALID and the problem:\n%s%s", code, out, stderr)
 	}
 }

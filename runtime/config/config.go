@@ -69,35 +69,37 @@ type GPU struct {
 	NVJPEGHardware  *bool  `toml:"nvjpeg_hardware"` // batches on the JPEG engines where the GPU has them; default true
 }
 
-// Source is one [[source]].
+// Source is one [[source]]. A field tagged kinds is a key of those kinds
+// only (edged config print leaves it out for the others); the rest are
+// keys of every kind. The same holds for Sink and Postprocess.
 type Source struct {
 	Name     string `toml:"name"`
 	Kind     string `toml:"kind"`
-	Device   string `toml:"device"`
+	Device   string `kinds:"v4l2,serial" toml:"device"`
 	Optional bool   `toml:"optional"`
 
 	// Cameras (v4l2, synthetic, replay).
-	Width   int     `toml:"width"`
-	Height  int     `toml:"height"`
-	Format  string  `toml:"format"`
-	FPS     float64 `toml:"fps"`
-	Buffers int     `toml:"buffers"`
-	IO      string  `toml:"io"` // v4l2: auto | userptr | mmap
+	Width   int     `kinds:"v4l2,synthetic,replay" toml:"width"`
+	Height  int     `kinds:"v4l2,synthetic,replay" toml:"height"`
+	Format  string  `kinds:"v4l2,synthetic,replay" toml:"format"`
+	FPS     float64 `kinds:"v4l2,synthetic,replay" toml:"fps"`
+	Buffers int     `kinds:"v4l2,synthetic,replay" toml:"buffers"`
+	IO      string  `kinds:"v4l2" toml:"io"` // v4l2: auto | userptr | mmap
 
 	// Synthetic.
-	Seed   int64 `toml:"seed"`
-	Period int   `toml:"period"` // frames per background colour
+	Seed   int64 `kinds:"synthetic" toml:"seed"`
+	Period int   `kinds:"synthetic" toml:"period"` // frames per background colour
 
 	// Replay.
-	Path    string `toml:"path"`
-	Loop    bool   `toml:"loop"`
-	FreeRun bool   `toml:"free_run"` // every frame at once: no recorded pace, no fps
+	Path    string `kinds:"replay" toml:"path"`
+	Loop    bool   `kinds:"replay" toml:"loop"`
+	FreeRun bool   `kinds:"replay" toml:"free_run"` // every frame at once: no recorded pace, no fps
 
 	// Serial sensors.
-	Baud     int      `toml:"baud"`
-	Protocol string   `toml:"protocol"` // nmea | csv | cobs
-	Columns  []string `toml:"columns"`  // csv and cobs value names
-	RingSize int      `toml:"ring"`     // samples kept for matching
+	Baud     int      `kinds:"serial" toml:"baud"`
+	Protocol string   `kinds:"serial" toml:"protocol"` // nmea | csv | cobs
+	Columns  []string `kinds:"serial" toml:"columns"`  // csv and cobs value names
+	RingSize int      `kinds:"serial" toml:"ring"`     // samples kept for matching
 }
 
 // Model is one [[model]].
@@ -155,13 +157,13 @@ type Preprocess struct {
 type Postprocess struct {
 	Output         string   `toml:"output"`
 	Kind           string   `toml:"kind"` // raw | topk | detections
-	K              int      `toml:"k"`
-	Softmax        bool     `toml:"softmax"`
-	Labels         []string `toml:"labels"`
-	MaxValues      int      `toml:"max_values"`
-	ScoreThreshold float64  `toml:"score_threshold"`
-	IOUThreshold   float64  `toml:"iou_threshold"`
-	MaxDetections  int      `toml:"max_detections"`
+	K              int      `kinds:"topk" toml:"k"`
+	Softmax        bool     `kinds:"topk" toml:"softmax"`
+	Labels         []string `kinds:"topk,detections" toml:"labels"`
+	MaxValues      int      `kinds:"raw" toml:"max_values"`
+	ScoreThreshold float64  `kinds:"detections" toml:"score_threshold"`
+	IOUThreshold   float64  `kinds:"detections" toml:"iou_threshold"`
+	MaxDetections  int      `kinds:"detections" toml:"max_detections"`
 }
 
 // Sink is one [[sink]].
@@ -171,39 +173,39 @@ type Sink struct {
 	Format string `toml:"format"`
 
 	// Socket.
-	Path         string   `toml:"path"`
-	Mode         string   `toml:"mode"`
-	Group        string   `toml:"group"`
-	MaxClients   int      `toml:"max_clients"`
-	ClientQueue  int      `toml:"client_queue"`
-	WriteTimeout Duration `toml:"write_timeout"`
-	AllowUIDs    []int    `toml:"allow_uids"`
-	AllowGIDs    []int    `toml:"allow_gids"`
+	Path         string   `kinds:"socket" toml:"path"`
+	Mode         string   `kinds:"socket" toml:"mode"`
+	Group        string   `kinds:"socket" toml:"group"`
+	MaxClients   int      `kinds:"socket" toml:"max_clients"`
+	ClientQueue  int      `kinds:"socket" toml:"client_queue"`
+	WriteTimeout Duration `kinds:"socket" toml:"write_timeout"`
+	AllowUIDs    []int    `kinds:"socket" toml:"allow_uids"`
+	AllowGIDs    []int    `kinds:"socket" toml:"allow_gids"`
 
 	// Serial.
-	Device        string `toml:"device"`
-	Baud          int    `toml:"baud"`
-	DataBits      int    `toml:"data_bits"`
-	Parity        string `toml:"parity"`
-	StopBits      int    `toml:"stop_bits"`
-	Queue         int    `toml:"queue"` // serial and mqtt: records held in memory
-	MaxFrameBytes int    `toml:"max_frame_bytes"`
+	Device        string `kinds:"serial" toml:"device"`
+	Baud          int    `kinds:"serial" toml:"baud"`
+	DataBits      int    `kinds:"serial" toml:"data_bits"`
+	Parity        string `kinds:"serial" toml:"parity"`
+	StopBits      int    `kinds:"serial" toml:"stop_bits"`
+	Queue         int    `kinds:"serial,mqtt" toml:"queue"` // serial and mqtt: records held in memory
+	MaxFrameBytes int    `kinds:"serial" toml:"max_frame_bytes"`
 
 	// MQTT.
-	URL            string   `toml:"url"`          // mqtt://host:1883 | mqtts://host:8883
-	Topic          string   `toml:"topic"`        // {device} {pipeline} {sink}
-	StatusTopic    string   `toml:"status_topic"` // {device} {sink}
-	QoS            *int     `toml:"qos"`          // 0 | 1 (default 1)
-	ClientID       string   `toml:"client_id"`
-	Username       string   `toml:"username"`
-	PasswordFile   string   `toml:"password_file"`
-	CAFile         string   `toml:"ca_file"`
-	CertFile       string   `toml:"cert_file"`
-	KeyFile        string   `toml:"key_file"`
-	QueueBytes     int64    `toml:"queue_bytes"` // on-disk queue bound
-	Keepalive      Duration `toml:"keepalive"`
-	ConnectTimeout Duration `toml:"connect_timeout"`
-	AckTimeout     Duration `toml:"ack_timeout"`
+	URL            string   `kinds:"mqtt" toml:"url"`          // mqtt://host:1883 | mqtts://host:8883
+	Topic          string   `kinds:"mqtt" toml:"topic"`        // {device} {pipeline} {sink}
+	StatusTopic    string   `kinds:"mqtt" toml:"status_topic"` // {device} {sink}
+	QoS            *int     `kinds:"mqtt" toml:"qos"`          // 0 | 1 (default 1)
+	ClientID       string   `kinds:"mqtt" toml:"client_id"`
+	Username       string   `kinds:"mqtt" toml:"username"`
+	PasswordFile   string   `kinds:"mqtt" toml:"password_file"`
+	CAFile         string   `kinds:"mqtt" toml:"ca_file"`
+	CertFile       string   `kinds:"mqtt" toml:"cert_file"`
+	KeyFile        string   `kinds:"mqtt" toml:"key_file"`
+	QueueBytes     int64    `kinds:"mqtt" toml:"queue_bytes"` // on-disk queue bound
+	Keepalive      Duration `kinds:"mqtt" toml:"keepalive"`
+	ConnectTimeout Duration `kinds:"mqtt" toml:"connect_timeout"`
+	AckTimeout     Duration `kinds:"mqtt" toml:"ack_timeout"`
 }
 
 // Duration is a time.Duration written as a string such as "250ms".

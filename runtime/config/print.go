@@ -2,30 +2,82 @@ package config
 
 import (
 	"bytes"
+	"encoding"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 )
 
 // Encode renders the effective configuration (defaults filled in) as
-// TOML, every key written with the value in force (edged config print).
+// TOML, every key of each table's kind written with the value in force
+// (edged config print): a socket sink shows no baud, a serial source no
+// seed.
 func Encode(c *Config) (string, error) {
-	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(printable(c)); err != nil {
-		return "", err
-	}
-	return b.String(), nil
+	p := printable(c)
+	return encode(ofKind(reflect.ValueOf(p).Elem()).Interface())
 }
 
 // Equal reports whether two configurations have the same effective
 // values (a list left out equals an empty one).
 func Equal(a, b *Config) bool {
-	ta, ea := Encode(a)
-	tb, eb := Encode(b)
+	ta, ea := encode(printable(a))
+	tb, eb := encode(printable(b))
 	return ea == nil && eb == nil && ta == tb
 }
+
+func encode(v any) (string, error) {
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(v); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// ofKind returns a copy of the struct v without the fields that are not
+// keys of its kind (the kinds tag, read against v's kind field): a struct
+// type of its own, made for the copy, with the same toml tags. Structs and
+// lists of structs inside it are copied the same way (a list as []any, as
+// its tables may differ).
+func ofKind(v reflect.Value) reflect.Value {
+	kind := ""
+	if f := v.FieldByName("Kind"); f.IsValid() && f.Kind() == reflect.String {
+		kind = f.String()
+	}
+	var fields []reflect.StructField
+	var values []reflect.Value
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() || f.Tag.Get("toml") == "" || f.Tag.Get("toml") == "-" {
+			continue
+		}
+		if kinds := f.Tag.Get("kinds"); kinds != "" && !slices.Contains(strings.Split(kinds, ","), kind) {
+			continue
+		}
+		fv := v.Field(i)
+		switch {
+		case fv.Kind() == reflect.Struct && !reflect.PointerTo(fv.Type()).Implements(textMarshaler):
+			fv = ofKind(fv)
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct:
+			elems := make([]any, fv.Len())
+			for j := range elems {
+				elems[j] = ofKind(fv.Index(j)).Interface()
+			}
+			fv = reflect.ValueOf(elems)
+		}
+		fields = append(fields, reflect.StructField{Name: f.Name, Type: fv.Type(), Tag: reflect.StructTag(`toml:"` + f.Tag.Get("toml") + `"`)})
+		values = append(values, fv)
+	}
+	out := reflect.New(reflect.StructOf(fields)).Elem()
+	for i, fv := range values {
+		out.Field(i).Set(fv)
+	}
+	return out
+}
+
+var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 
 // printable returns a copy of c as edged uses it, for printing and for
 // comparing configurations: a list left out is written empty instead of
