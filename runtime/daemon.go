@@ -467,10 +467,11 @@ func (d *daemon) checkHealth() bool {
 	now := monoNow()
 	healthy := len(g.failed) == 0
 	for _, p := range g.pipelines {
+		capture, infer := p.progress(now)
 		for _, st := range []struct {
 			loop  string
 			stamp int64
-		}{{"capture", p.captureStamp.Load()}, {"inference", p.inferStamp.Load()}} {
+		}{{"capture", capture}, {"inference", infer}} {
 			key := p.cfg.Name + "/" + st.loop
 			stalled := now-st.stamp > limit
 			if stalled {

@@ -221,7 +221,7 @@ func (d *daemon) checkHealthQuiet() bool {
 	}
 	limit, now := int64(g.cfg.Daemon.StallTimeout.Duration), monoNow()
 	for _, p := range g.pipelines {
-		if now-p.captureStamp.Load() > limit || now-p.inferStamp.Load() > limit {
+		if capture, infer := p.progress(now); now-capture > limit || now-infer > limit {
 			return false
 		}
 	}
@@ -343,8 +343,9 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 		e.counter(descResults, s.results.Load(), name)
 		e.counter(descInferErrors, s.inferErrors.Load(), name)
 		e.counter(descPreErrors, s.preErrors.Load(), name)
-		e.gauge(descProgressAge, float64(now-p.inferStamp.Load())/1e9, name, "inference")
-		e.gauge(descProgressAge, float64(now-p.captureStamp.Load())/1e9, name, "capture")
+		capture, infer := p.progress(now)
+		e.gauge(descProgressAge, float64(now-infer)/1e9, name, "inference")
+		e.gauge(descProgressAge, float64(now-capture)/1e9, name, "capture")
 		if p.met.latency != nil {
 			p.met.latency.Collect(e)
 			p.met.inference.Collect(e)

@@ -209,9 +209,10 @@ func (p *pipeline) capture(ctx context.Context) {
 		p.sourceDownEvent(err)
 		p.src.Close()
 		if errors.Is(err, sensors.ErrEOF) {
-			// A finite replay ended: nothing more will come.
-			p.stampCapture()
-			<-ctx.Done()
+			// A finite replay ended: nothing more will come, and waiting
+			// for nothing is not a stall.
+			for p.sleep(ctx, time.Hour) {
+			}
 			return
 		}
 	}
@@ -273,6 +274,19 @@ func (p *pipeline) idle() time.Duration {
 	return max(p.stall/4, 50*time.Millisecond)
 }
 
+// progress returns when (CLOCK_MONOTONIC ns) the capture and inference
+// loops last made progress, for the watchdog, /livez and
+// edged_pipeline_progress_age_seconds. A source that waits by design for
+// its next frame (sensors.Pacer: a recorded pause of an hour, a slow
+// frame rate, a camera's poll) is making progress now: only a loop stuck
+// in a call is not.
+func (p *pipeline) progress(now int64) (capture, infer int64) {
+	capture, infer = p.captureStamp.Load(), p.inferStamp.Load()
+	if pc, ok := p.src.(sensors.Pacer); ok && pc.Pacing() {
+		capture = now
+	}
+	return capture, infer
+}
 func (p *pipeline) stampCapture() { p.captureStamp.Store(monoNow()) }
 func (p *pipeline) stampInfer()   { p.inferStamp.Store(monoNow()) }
 

@@ -58,6 +58,16 @@ type Source interface {
 	Close() error
 }
 
+// A Pacer is a Source whose Next waits by design: for the time its next
+// frame is due (a recorded pace, a frame rate) or for a camera's next
+// frame, in a wait that ends by itself. Pacing reports whether Next is in
+// such a wait now; it is safe to call from any goroutine while Next runs.
+// A consumer that watches for stuck sources (the watchdog) counts it as
+// progress, however long the wait: a recording may pause for an hour.
+type Pacer interface {
+	Pacing() bool
+}
+
 // Frame flags.
 const (
 	FlagError  uint32 = 1 << iota // device flagged the buffer as corrupt

@@ -1,10 +1,12 @@
 package main
 
 import (
+	binenc "encoding/binary"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/internal/procfs"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
@@ -126,5 +130,99 @@ func TestHostileImagesInAReplayedFolder(t *testing.T) {
 	}
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
+	}
+}
+
+// recordWithGap writes a recording of frames 64x48 YUYV frames 10 ms apart
+// followed by one frame gap ns after the last (raw: the Recorder only
+// writes gaps it measured).
+func recordWithGap(t *testing.T, path string, frames int, gap int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	format := sensors.Format{Width: 64, Height: 48, Pixel: sensors.YUYV}
+	w, err := replay.NewRecorder(f, format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, format.FrameSize())
+	for i := range frames {
+		if err := w.WriteFrame(frame, int64(i)*int64(10*time.Millisecond), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var rec [16]byte
+	binenc.LittleEndian.PutUint32(rec[0:], uint32(len(frame)))
+	binenc.LittleEndian.PutUint64(rec[8:], uint64(gap))
+	f.Write(rec[:])
+	f.Write(frame)
+}
+
+// TestRecordedPauseIsNotAStall: a recording whose next frame comes an hour
+// later (or INT64_MAX ns later: a damaged delta). Before, after the frames
+// before it the capture loop, waiting inside Next for the recorded time,
+// was judged stalled: STATUS=STALLED, no more WATCHDOG=1, /livez 503, and
+// under systemd a restart, the same stall, again. A source that waits by
+// design (sensors.Pacer) is progress: the pings go on, /livez stays 200,
+// the capture loop's progress age stays small, and SIGTERM ends the wait.
+func TestRecordedPauseIsNotAStall(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	hour, forever := filepath.Join(dir, "hour.edgedraw"), filepath.Join(dir, "max.edgedraw")
+	recordWithGap(t, hour, 3, int64(time.Hour))
+	recordWithGap(t, forever, 3, math.MaxInt64)
+	sock, metrics := filepath.Join(dir, "edged.sock"), filepath.Join(dir, "metrics.sock")
+	var b strings.Builder
+	fmt.Fprintf(&b, "[daemon]\nmetrics_listen = \"unix:%s\"\nstall_timeout = \"1s\"\n", metrics)
+	for i, path := range []string{hour, forever} {
+		fmt.Fprintf(&b, "[[source]]\nname = \"cam%d\"\nkind = \"replay\"\npath = %q\nloop = true\n", i, path)
+		fmt.Fprintf(&b, "[[pipeline]]\nname = \"p%d\"\nsource = \"cam%d\"\nmodel = \"demo\"\nsinks = [\"local\"]\n", i, i)
+	}
+	fmt.Fprintf(&b, "[[model]]\nname = \"demo\"\npath = \"builtin:demo\"\n[[sink]]\nname = \"local\"\nkind = \"socket\"\npath = %q\n", sock)
+	cfg := filepath.Join(dir, "edged.toml")
+	os.WriteFile(cfg, []byte(b.String()), 0o644)
+	n := newNotifySocket(t)
+	d := start(t, lib, cfg, sock, "NOTIFY_SOCKET="+n.path, "WATCHDOG_USEC=400000")
+	n.waitFor(t, "READY=1", 30*time.Second, func(m []string) bool { return index(m, "READY=1") >= 0 })
+	// The three frames before the gap may have gone before a client could
+	// come: wait for the capture loops to be inside the gap instead.
+	deadline := time.Now().Add(30 * time.Second)
+	for scrape(t, metrics, `edged_frames_captured_total{pipeline="p0",source="cam0"}`) < 3 || scrape(t, metrics, `edged_frames_captured_total{pipeline="p1",source="cam1"}`) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the three frames before the gap were not captured")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // past one stall timeout inside the gap
+	pings := count(n.all(), "WATCHDOG=1")
+	time.Sleep(1500 * time.Millisecond) // pings every 200 ms
+	msgs := n.all()
+	if after := count(msgs, "WATCHDOG=1"); after < pings+4 {
+		t.Errorf("watchdog pings stopped in a recorded pause: %d, then %d 1.5 s later", pings, after)
+	}
+	for _, m := range msgs {
+		if strings.HasPrefix(m, "STATUS=STALLED") {
+			t.Errorf("judged stalled: %q", m)
+		}
+	}
+	if code := httpGet(t, metrics, "/livez"); code != 200 {
+		t.Errorf("/livez %d during a recorded pause", code)
+	}
+	for _, p := range []string{"p0", "p1"} {
+		if age := scrape(t, metrics, `edged_pipeline_progress_age_seconds{pipeline="`+p+`",loop="capture"}`); age < 0 || age > 0.5 {
+			t.Errorf("%s: capture progress age %v s in a recorded pause", p, age)
+		}
+	}
+	if strings.Contains(d.stderr.String(), "pipeline stalled") {
+		t.Errorf("log says stalled:\n%s", d.stderr.String())
+	}
+	if code, took := d.stop(t); code != 0 || took > 3*time.Second {
+		t.Errorf("exit %d after %v", code, took)
 	}
 }

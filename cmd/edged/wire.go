@@ -218,6 +218,13 @@ type sizedSource struct {
 
 func (s sizedSource) SlotSize() int { return s.size }
 
+// Pacing passes on whether the source waits by design for its next
+// frame (runtime looks for sensors.Pacer; the embedding hides it).
+func (s sizedSource) Pacing() bool {
+	p, ok := s.Source.(sensors.Pacer)
+	return ok && p.Pacing()
+}
+
 // DecodeLine passes on a replay source's late decoder description.
 func (s sizedSource) DecodeLine() string {
 	if t, ok := s.Source.(interface{ DecodeLine() string }); ok {

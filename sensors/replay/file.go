@@ -111,9 +111,11 @@ func (r *Recorder) WriteFrame(data []byte, tCapture int64, flags uint32) error {
 	}
 	var d int64
 	if r.count > 0 {
-		d = tCapture - r.last
-		if d < 0 {
-			return fmt.Errorf("replay: frame captured %d ns before the previous one", -d)
+		if tCapture < r.last {
+			return fmt.Errorf("replay: frame captured %d ns before the previous one", uint64(r.last-tCapture))
+		}
+		if d = tCapture - r.last; d < 0 {
+			return fmt.Errorf("replay: frame captured more than %d ns after the previous one", int64(math.MaxInt64))
 		}
 	}
 	le := binary.LittleEndian

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
@@ -47,7 +48,8 @@ type Options struct {
 type Source struct {
 	opts Options
 
-	run lifetime.Lifetime // Stop wakes a Next that holds mu
+	run    lifetime.Lifetime // Stop wakes a Next that holds mu
+	pacing atomic.Bool       // Next waits for its frame's time (Pacing)
 
 	mu      sync.Mutex
 	started bool
@@ -496,13 +498,19 @@ func (s *Source) decode(path string, dst []byte) (int, error) {
 	return pixconv.FromRGB24(dst, s.format, s.rgb, 3*w)
 }
 
+// maxGap bounds the wait for one frame: a recorded gap longer than a
+// century (up to the 292 years of an INT64_MAX delta) is waited as one, so
+// that no time arithmetic on it overflows.
+const maxGap = 100 * 365 * 24 * time.Hour
+
 // pace waits until the frame is due. delta is the recorded gap before the
-// frame (-1: none recorded).
+// frame (-1: none recorded). However long the wait, it is by design, and
+// Pacing says so meanwhile.
 func (s *Source) pace(ctx context.Context, delta int64) error {
 	if s.opts.FreeRun {
 		return nil
 	}
-	gap := time.Duration(delta)
+	gap := min(time.Duration(delta), maxGap)
 	if s.opts.FPS > 0 {
 		gap = time.Duration(float64(time.Second) / s.opts.FPS)
 	} else if delta < 0 {
@@ -517,7 +525,9 @@ func (s *Source) pace(ctx context.Context, delta int64) error {
 			s.next = now // fell behind: do not burst
 		}
 	}
+	s.pacing.Store(true)
 	err := s.run.Wait(ctx, s.next.Sub(now))
+	s.pacing.Store(false)
 	if err != nil {
 		s.next = prev // the frame is still due when Next comes back for it
 	}
@@ -526,6 +536,10 @@ func (s *Source) pace(ctx context.Context, delta int64) error {
 	}
 	return err
 }
+
+// Pacing implements sensors.Pacer: Next is waiting for the recorded time
+// (or the fixed rate) of its next frame, however far away it is.
+func (s *Source) Pacing() bool { return s.pacing.Load() }
 
 // Close implements sensors.Source. It wakes a blocked Next, waits for it
 // and is idempotent; Start may follow and replays from the beginning

@@ -3,11 +3,13 @@ package replay
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -384,7 +386,7 @@ func TestSourceContract(t *testing.T) {
 			held.Slot.Release()
 			held.Slot = nil
 		}
-		sensorstest.CheckSource(t, sensorstest.SourceCase{Source: s, Pool: pool, Release: func() {
+		sensorstest.CheckSource(t, sensorstest.SourceCase{Source: s, Pool: pool, Pacing: !o.FreeRun, Release: func() {
 			if held.Slot != nil {
 				held.Slot.Release()
 			}
@@ -462,4 +464,67 @@ func TestCancelledWaitKeepsTheFrame(t *testing.T) {
 		t.Fatalf("after cancelled waits: frame seq %d, %d bytes; want frame 1 as recorded", f.Seq, f.BytesUsed)
 	}
 	f.Slot.Release()
+}
+
+// appendRecord appends a raw record with the given delta (bypassing the
+// Recorder, which only writes gaps it measured).
+func appendRecord(t testing.TB, path string, delta int64, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var h [recordSize]byte
+	binary.LittleEndian.PutUint32(h[0:], uint32(len(data)))
+	binary.LittleEndian.PutUint64(h[8:], uint64(delta))
+	if _, err := f.Write(append(h[:], data...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLongRecordedGapsArePacing: a recording may pause for an hour, or
+// (damaged) for INT64_MAX ns. Next waits for it as recorded, Pacing says
+// so all the while (a watchdog must not call it stuck), nothing overflows,
+// and Close ends the wait.
+func TestLongRecordedGapsArePacing(t *testing.T) {
+	for _, delta := range []int64{int64(time.Hour), math.MaxInt64} {
+		path, frames := record(t, 2, 10, sensors.GREY)
+		appendRecord(t, path, delta, frames[0])
+		s, _ := startReplay(t, Options{Name: "rp", Path: path}, 2, 64*48)
+		for range 2 {
+			next(t, s).Slot.Release()
+		}
+		if s.Pacing() {
+			t.Fatal("Pacing between frames")
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Next(context.Background())
+			done <- err
+		}()
+		deadline := time.Now().Add(waitLimit)
+		for !s.Pacing() {
+			if time.Now().After(deadline) {
+				t.Fatal("Next never said it waits for the recorded gap")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("delta %d: Next returned early: %v", delta, err)
+		default:
+		}
+		if !s.Pacing() {
+			t.Fatalf("delta %d: Pacing false while Next waits", delta)
+		}
+		s.Close()
+		if err := <-done; !errors.Is(err, sensors.ErrClosed) {
+			t.Fatalf("delta %d: Next after Close: %v", delta, err)
+		}
+		if s.Pacing() {
+			t.Fatal("Pacing after Close")
+		}
+	}
 }

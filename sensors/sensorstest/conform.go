@@ -23,6 +23,10 @@ type SourceCase struct {
 	// Release gives back what the test holds to make Next wait (frames
 	// taken earlier); nil: nothing.
 	Release func()
+	// Pacing says the next Next waits by design (the frame clock, a
+	// camera's poll): the source must be a sensors.Pacer that says so while
+	// it waits. false: a Pacer must not (a wait for a slot is not one).
+	Pacing bool
 }
 
 // CheckSource checks the part of the sensors.Source contract that every
@@ -41,7 +45,10 @@ func CheckSource(tb testing.TB, c SourceCase) {
 		}
 		return err
 	}
-	checkWakes(tb, next, c.Source.Close)
+	checkWakes(tb, next, c.Source.Close, func() { checkPacing(tb, c) })
+	if p, ok := c.Source.(sensors.Pacer); ok && p.Pacing() {
+		tb.Error("Pacing after Close")
+	}
 	if c.Release != nil {
 		c.Release()
 	}
@@ -52,6 +59,29 @@ func CheckSource(tb testing.TB, c SourceCase) {
 	}
 }
 
+// checkPacing runs while a Next of c waits: a Pacer says whether the wait
+// is by design as c expects.
+func checkPacing(tb testing.TB, c SourceCase) {
+	tb.Helper()
+	p, ok := c.Source.(sensors.Pacer)
+	if !ok {
+		if c.Pacing {
+			tb.Errorf("%T waits by design but is not a sensors.Pacer", c.Source)
+		}
+		return
+	}
+	deadline := time.Now().Add(WakeLimit)
+	for c.Pacing && !p.Pacing() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !c.Pacing {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := p.Pacing(); got != c.Pacing {
+		tb.Errorf("Pacing() = %v while Next waits, want %v", got, c.Pacing)
+	}
+}
+
 // CheckSampleSource is CheckSource for a started sensors.SampleSource
 // whose next Next waits.
 func CheckSampleSource(tb testing.TB, s sensors.SampleSource) {
@@ -59,10 +89,12 @@ func CheckSampleSource(tb testing.TB, s sensors.SampleSource) {
 	checkWakes(tb, func(ctx context.Context) error {
 		_, err := s.Next(ctx)
 		return err
-	}, s.Close)
+	}, s.Close, nil)
 }
 
-func checkWakes(tb testing.TB, next func(context.Context) error, closeFn func() error) {
+// checkWakes checks that a waiting Next wakes on cancel and on Close;
+// during is called (if not nil) while a Next waits, before Close.
+func checkWakes(tb testing.TB, next func(context.Context) error, closeFn func() error, during func()) {
 	tb.Helper()
 	wait := func(what string, errc chan error, want error) {
 		tb.Helper()
@@ -82,6 +114,9 @@ func checkWakes(tb testing.TB, next func(context.Context) error, closeFn func() 
 	wait("cancelling its context", errc, context.Canceled)
 
 	go func() { errc <- next(context.Background()) }()
+	if during != nil {
+		during()
+	}
 	if err := closeFn(); err != nil {
 		tb.Fatalf("Close: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/jpeg"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edged-dev/edged/internal/demoscene"
@@ -200,7 +201,8 @@ type Source struct {
 	jpw     sliceWriter
 	jpo     jpeg.Options
 
-	run lifetime.Lifetime // Stop wakes a Next that holds mu
+	run    lifetime.Lifetime // Stop wakes a Next that holds mu
+	pacing atomic.Bool       // Next waits for its frame's time (Pacing)
 
 	mu      sync.Mutex // serialises Next, Start and the end of Close
 	pool    sensors.SlotPool
@@ -403,7 +405,10 @@ func (s *Source) tick(ctx context.Context) error {
 	if s.next.IsZero() || now.Sub(s.next) > s.period {
 		s.next = now
 	}
-	switch err := s.run.Wait(ctx, s.next.Sub(now)); {
+	s.pacing.Store(true)
+	err := s.run.Wait(ctx, s.next.Sub(now))
+	s.pacing.Store(false)
+	switch {
 	case errors.Is(err, lifetime.ErrStopped):
 		return fmt.Errorf("synthetic %q: %w", s.opts.Name, sensors.ErrClosed)
 	case err != nil:
@@ -412,6 +417,10 @@ func (s *Source) tick(ctx context.Context) error {
 	s.next = s.next.Add(s.period)
 	return nil
 }
+
+// Pacing implements sensors.Pacer: Next is waiting for its next frame's
+// time at the configured rate.
+func (s *Source) Pacing() bool { return s.pacing.Load() }
 
 // Close implements sensors.Source: it wakes a blocked Next, waits for it
 // to return and is idempotent. A closed source may be started again.

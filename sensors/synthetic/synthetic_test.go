@@ -249,7 +249,7 @@ func TestSourceContract(t *testing.T) {
 				held.Slot.Release()
 				held.Slot = nil
 			}
-			sensorstest.CheckSource(t, sensorstest.SourceCase{Source: s, Pool: pool, Release: func() {
+			sensorstest.CheckSource(t, sensorstest.SourceCase{Source: s, Pool: pool, Pacing: c.fps > 0, Release: func() {
 				if held.Slot != nil {
 					held.Slot.Release()
 				}

@@ -61,6 +61,8 @@ type Source struct {
 	wakeBuf  [8]byte
 	drainBuf [8]byte
 
+	pacing atomic.Bool // Next is in poll(2), waiting for the camera's next frame (Pacing)
+
 	// infoMu guards what Stats and Format report while Next holds mu.
 	infoMu     sync.Mutex
 	format     sensors.Format
@@ -601,6 +603,13 @@ func (s *Source) wake() {
 	}
 }
 
+// Pacing implements sensors.Pacer: Next is in poll(2) waiting for the
+// camera's next frame. The poll has a timeout of three frame periods
+// (at least 200 ms); timeouts restart the stream and, after
+// Options.GiveUpAfter of them, the camera counts as gone, so the wait
+// always ends by itself.
+func (s *Source) Pacing() bool { return s.pacing.Load() }
+
 // Next implements sensors.Source.
 func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 	s.mu.Lock()
@@ -619,7 +628,9 @@ func (s *Source) Next(ctx context.Context) (sensors.Frame, error) {
 		if err := s.refill(mctx); err != nil {
 			return sensors.Frame{}, s.ended(ctx, err)
 		}
+		s.pacing.Store(true)
 		n, err := unix.Poll(s.pollFds[:], s.timeoutMs)
+		s.pacing.Store(false)
 		if err == unix.EINTR {
 			continue
 		}

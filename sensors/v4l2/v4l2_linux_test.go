@@ -370,7 +370,7 @@ func TestSourceContract(t *testing.T) {
 		t.Run(mem, func(t *testing.T) {
 			r := newRig(t, Options{Name: "front", Memory: mem, PollTimeout: time.Hour}, 6, yuyvCam)
 			r.start()
-			sensorstest.CheckSource(t, sensorstest.SourceCase{Source: r.src, Pool: r.pool})
+			sensorstest.CheckSource(t, sensorstest.SourceCase{Source: r.src, Pool: r.pool, Pacing: true})
 			d := r.dev()
 			if !d.closed || d.streaming {
 				t.Fatalf("teardown: closed %v streaming %v", d.closed, d.streaming)
