@@ -65,15 +65,15 @@ func TestPackageDocs(t *testing.T) {
 }
 
 // TestNoCgoOutsideUmemAndTrt: cgo lives only in umem/ and trt/, and in
-// sensors/jpeg (libjpeg-turbo, loaded at run time); the rest of sensors/
-// and runtime/ never import "C".
+// the decoders that load their libraries at run time: sensors/jpeg
+// (libjpeg-turbo, nvJPEG) and sensors/avcodec (libavcodec); the rest of
+// sensors/ and runtime/ never import "C". Each cgo file is built only with
+// cgo on Linux (a pure-Go stub beside it), so CGO_ENABLED=0 builds pass.
 func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, files := range packages(t) {
 		rel := filepath.ToSlash(strings.TrimPrefix(dir, filepath.Join("..", "..")+string(filepath.Separator)))
-		if strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "sensors/jpeg" {
-			continue
-		}
+		cgoAllowed := strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "sensors/jpeg" || rel == "sensors/avcodec"
 		for _, f := range files {
 			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly|parser.ParseComments)
 			if err != nil {
@@ -83,12 +83,30 @@ func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 				continue // cgo -godefs input, not compiled
 			}
 			for _, imp := range af.Imports {
-				if imp.Path.Value == `"C"` {
-					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/ and sensors/jpeg", f)
+				if imp.Path.Value != `"C"` {
+					continue
+				}
+				if !cgoAllowed {
+					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/, sensors/jpeg and sensors/avcodec", f)
+				} else if strings.HasPrefix(rel, "sensors/") && !buildsOnlyWithCgoOnLinux(af.Comments) {
+					t.Errorf("%s imports \"C\" without //go:build cgo && linux (and a stub for other builds)", f)
 				}
 			}
 		}
 	}
+}
+
+// buildsOnlyWithCgoOnLinux reports whether a file carries //go:build cgo
+// && linux.
+func buildsOnlyWithCgoOnLinux(groups []*ast.CommentGroup) bool {
+	for _, g := range groups {
+		for _, c := range g.List {
+			if strings.TrimSpace(c.Text) == "//go:build cgo && linux" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ignored reports whether a file carries //go:build ignore.
