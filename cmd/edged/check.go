@@ -132,6 +132,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 
+	fmt.Fprintln(stdout, "network:")
+	checkNetwork(ctx, stdout, cfg, ok, warn, fail)
+
 	fmt.Fprintln(stdout, "memory:")
 	if valid {
 		checkMemory(stdout, w, cfg, ok, fail)

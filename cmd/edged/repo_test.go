@@ -109,6 +109,31 @@ func buildsOnlyWithCgoOnLinux(groups []*ast.CommentGroup) bool {
 	return false
 }
 
+// TestONNXRuntimeOnlyThroughTheLoader: ONNX Runtime is loaded by one
+// package, trt/onnx, which switches the library's telemetry off before it
+// initialises (trt/onnx/telemetry.go). Code that imported
+// onnxruntime_go itself could load the library without the switch.
+func TestONNXRuntimeOnlyThroughTheLoader(t *testing.T) {
+	fset := token.NewFileSet()
+	for dir, files := range packages(t) {
+		rel := filepath.ToSlash(strings.TrimPrefix(dir, filepath.Join("..", "..")+string(filepath.Separator)))
+		if rel == "trt/onnx" {
+			continue
+		}
+		for _, f := range files {
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				if strings.Contains(imp.Path.Value, "yalue/onnxruntime_go") {
+					t.Errorf("%s imports %s: ONNX Runtime is loaded only through trt/onnx, which switches its telemetry off first", f, imp.Path.Value)
+				}
+			}
+		}
+	}
+}
+
 // ignored reports whether a file carries //go:build ignore.
 func ignored(groups []*ast.CommentGroup) bool {
 	for _, g := range groups {

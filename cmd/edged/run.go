@@ -41,6 +41,7 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 
 	preloadLibraries(cfg, log)
+	warnIPFilter(ctx, cfg, log)
 
 	listeners, err := inheritedListeners()
 	if err != nil {

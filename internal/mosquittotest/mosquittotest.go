@@ -12,14 +12,7 @@ import (
 // EDGED_REQUIRE_MOSQUITTO=1 (CI), which makes its absence a failure.
 func Path(t testing.TB) string {
 	t.Helper()
-	for _, p := range []string{os.Getenv("EDGED_MOSQUITTO"), "/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	if p, err := exec.LookPath("mosquitto"); err == nil {
+	if p := Lookup(); p != "" {
 		return p
 	}
 	if os.Getenv("EDGED_REQUIRE_MOSQUITTO") == "1" {
@@ -38,4 +31,20 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Lookup returns the broker binary as Path finds it, or "" when there is
+// none (for a test that runs without a broker too).
+func Lookup() string {
+	for _, p := range []string{os.Getenv("EDGED_MOSQUITTO"), "/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	if p, err := exec.LookPath("mosquitto"); err == nil {
+		return p
+	}
+	return ""
 }

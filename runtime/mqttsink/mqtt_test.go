@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -436,4 +437,25 @@ func TestMQTTRefusedRecord(t *testing.T) {
 	if e := ev.find(Refused); e == nil || !strings.Contains(e.Err.Error(), "0x87") {
 		t.Errorf("refused event %+v", e)
 	}
+}
+
+// TestMQTTRefusedOnThisMachine: a connect this machine refuses (EPERM: the
+// unit's IPAddressDeny= or a local firewall drops the SYN before it
+// leaves) is told apart from a broker's refusal: the sink_down reason says
+// where the connection was stopped and what allows it.
+func TestMQTTRefusedOnThisMachine(t *testing.T) {
+	ev := &events{}
+	o := Options{URL: mustURL(t, "mqtt://192.0.2.10:1883"), QoS: 1, Dir: t.TempDir()}
+	o.dialTCP = func(context.Context, string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EPERM)}
+	}
+	newTestSink(t, o, ev)
+	waitFor(t, "ConnectFailed", 10*time.Second, func() bool { return ev.find(ConnectFailed) != nil })
+	if e := ev.find(ConnectFailed); !errors.Is(e.Err, ErrConnect) || !errors.Is(e.Err, syscall.EPERM) {
+		t.Fatalf("error %v", e.Err)
+	}
+	if !hasStatus(ev.statuses(), "sink_down", "192.0.2.10", "refused on this machine", "IPAddressDeny=", "IPAddressAllow=") {
+		t.Errorf("statuses %q", ev.statuses())
+	}
+	t.Logf("status: %s", ev.statuses()[0])
 }

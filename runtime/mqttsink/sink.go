@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -79,7 +80,8 @@ type Options struct {
 	// goroutines; it must not block and must not publish to this sink).
 	OnEvent func(Event)
 
-	queueOptions QueueOptions // tests
+	queueOptions QueueOptions                                             // tests
+	dialTCP      func(ctx context.Context, addr string) (net.Conn, error) // tests; nil = net.Dialer
 }
 
 // EventKind says what happened.
@@ -360,8 +362,18 @@ func (s *Sink) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL) (n
 		}
 		host = net.JoinHostPort(u.Hostname(), port)
 	}
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", host)
+	dialTCP := s.o.dialTCP
+	if dialTCP == nil {
+		var d net.Dialer
+		dialTCP = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	raw, err := dialTCP(ctx, host)
+	if errors.Is(err, syscall.EPERM) {
+		// Not the broker's answer: this machine dropped the connection
+		// before it left (a cgroup IP filter or a local firewall).
+		return nil, fmt.Errorf("%w: %w (the connection was refused on this machine, not by the broker: systemd's IPAddressDeny= for this unit, "+
+			"or a local firewall; allow the broker's address, e.g. IPAddressAllow= in a drop-in: docs/SYSTEMD.md)", ErrConnect, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}

@@ -54,11 +54,23 @@ func New(o Options) (*Backend, error) {
 	if ort.IsInitialized() {
 		return nil, fmt.Errorf("%w: ONNX Runtime was initialised outside edged's onnx package", trt.ErrBackend)
 	}
+	// The telemetry switch must be in the environment before the library
+	// creates its own (telemetry.go); init set it, this keeps it set.
+	if err := telemetryOff(); err != nil {
+		return nil, fmt.Errorf("%w: %w", trt.ErrBackend, err)
+	}
 	ort.SetSharedLibraryPath(lib)
 	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
 		return nil, fmt.Errorf("%w: loading ONNX Runtime from %s: %w; edged needs ONNX Runtime 1.24 or newer (API 24) "+
 			"built for linux/%s: run `make deps` or point %s / $%s at another copy",
 			trt.ErrBackend, lib, err, runtime.GOARCH, ConfigKey, EnvLibrary)
+	}
+	// Events off as well: on its own this does not stop the uploader
+	// (measured: telemetry.go), but a library that ignored the variable
+	// would at least send nothing.
+	if err := ort.DisableTelemetry(); err != nil {
+		ort.DestroyEnvironment()
+		return nil, fmt.Errorf("%w: ONNX Runtime from %s: switching its telemetry events off: %w", trt.ErrBackend, lib, err)
 	}
 	env.lib, env.path, env.version = key, lib, ort.GetVersion()
 	return &Backend{lib: lib, version: env.version}, nil

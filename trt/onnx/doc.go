@@ -9,6 +9,13 @@
 // paths. ONNX Runtime's environment is process-wide: the first [New] loads
 // the library and every later [Backend] must name the same file.
 //
+// ONNX Runtime's telemetry is switched off before the library can
+// initialise: importing this package sets ORT_DISABLE_TELEMETRY=1 in the
+// process environment (overriding any other value), and [New] sets it
+// again before loading the library and disables telemetry events after.
+// ONNX Runtime is loaded only through this package (a repository test
+// holds every other package to it).
+//
 // An engine's tensors are allocated from the load options' umem allocator
 // and handed to ONNX Runtime in place: the session is bound to those
 // buffers once, so Infer copies nothing and allocates nothing on the Go
