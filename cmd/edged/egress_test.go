@@ -109,12 +109,12 @@ func TestNothingLeavesTheDevice(t *testing.T) {
 	prefix := filepath.Join(root, "trace", "run")
 	os.Mkdir(filepath.Dir(prefix), 0o755)
 	tr := traceCmd(strace, prefix, cmd)
+	tr.WaitDelay = 5 * time.Second // edged may outlive a killed strace: do not wait for its stderr
 	if err := tr.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- tr.Wait() }()
-	tr.WaitDelay = 5 * time.Second // edged may outlive a killed strace: do not wait for its stderr
 	t.Cleanup(func() {
 		if tr.ProcessState == nil {
 			if pm := startedPID.FindStringSubmatch(stderr.String()); pm != nil {

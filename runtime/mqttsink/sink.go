@@ -172,6 +172,9 @@ type Sink struct {
 
 	statusMu sync.Mutex
 	statusFn func(event, reason string)
+	// early holds what the sink announced before SetStatusFunc (a connect
+	// refused at once can beat it); SetStatusFunc sends it.
+	early    [][2]string
 	downSent bool   // a sink_down status is out for the current outage
 	lastErr  string // reason class of the last failure reported
 
@@ -311,15 +314,23 @@ func New(o Options) (*Sink, error) {
 func (s *Sink) SetStatusFunc(f func(event, reason string)) {
 	s.statusMu.Lock()
 	s.statusFn = f
+	early := s.early
+	s.early = nil
 	s.statusMu.Unlock()
 	if s.openErr != nil {
-		s.status("sink_queue_degraded", fmt.Sprintf("mqtt sink %q: the on-disk queue cannot be opened (%v); records are kept in memory only (%d bytes at most) and lost on restart", s.o.Name, s.openErr, s.q.o.MemBytes))
+		f("sink_queue_degraded", fmt.Sprintf("mqtt sink %q: the on-disk queue cannot be opened (%v); records are kept in memory only (%d bytes at most) and lost on restart", s.o.Name, s.openErr, s.q.o.MemBytes))
+	}
+	for _, e := range early {
+		f(e[0], e[1])
 	}
 }
 
 func (s *Sink) status(event, reason string) {
 	s.statusMu.Lock()
 	f := s.statusFn
+	if f == nil && len(s.early) < 16 {
+		s.early = append(s.early, [2]string{event, reason})
+	}
 	s.statusMu.Unlock()
 	if f != nil {
 		f(event, reason)
