@@ -1,5 +1,7 @@
 // Package onnxproto writes the few ONNX protobuf messages edged builds
-// itself: the built-in demo model (trt/demomodel) and the benchmark
-// classifier (bench/internal/onnxmodel). Field numbers are those of
-// onnx/onnx.proto (IR version 7 and later). It writes; it never parses.
+// itself: the built-in demo model (trt/demomodel), the benchmark
+// classifier (bench/internal/onnxmodel) and, with ConstModel, the test
+// models whose outputs are fixed detector tensors of any element type.
+// Field numbers are those of onnx/onnx.proto (IR version 7 and later). It
+// writes; it never parses.
 package onnxproto

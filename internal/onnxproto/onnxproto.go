@@ -64,8 +64,14 @@ const (
 	tensorRawData  = 9
 
 	// TensorProto.DataType
-	DTFloat = 1
-	dtInt64 = 7
+	DTFloat   = 1
+	DTUint8   = 2
+	DTInt8    = 3
+	DTInt32   = 6
+	DTInt64   = 7
+	DTBool    = 9
+	DTFloat16 = 10
+	dtInt64   = DTInt64
 
 	// ValueInfoProto
 	valueName = 1
@@ -187,7 +193,12 @@ func (t Tensor) Encode() Msg {
 
 // ValueInfo describes a float32 graph input or output; a negative
 // dimension is dynamic, named "batch".
-func ValueInfo(name string, dims ...int64) Msg {
+func ValueInfo(name string, dims ...int64) Msg { return TypedValueInfo(name, DTFloat, dims...) }
+
+// TypedValueInfo describes a graph input or output of element type elem
+// (DTFloat, DTFloat16, DTInt32, ...); a negative dimension is dynamic,
+// named "batch".
+func TypedValueInfo(name string, elem int, dims ...int64) Msg {
 	var shape Msg
 	for _, d := range dims {
 		if d < 0 {
@@ -196,7 +207,7 @@ func ValueInfo(name string, dims ...int64) Msg {
 			shape = shape.Bytes(shapeDim, Msg(nil).Varint(dimValue, d))
 		}
 	}
-	tt := Msg(nil).Varint(tensorElemType, DTFloat).Bytes(tensorShape, shape)
+	tt := Msg(nil).Varint(tensorElemType, int64(elem)).Bytes(tensorShape, shape)
 	typ := Msg(nil).Bytes(typeTensorType, tt)
 	return Msg(nil).Str(valueName, name).Bytes(valueType, typ)
 }
