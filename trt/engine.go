@@ -118,7 +118,7 @@ type Tensor struct {
 // Float32 returns the host view of a float32 tensor, or nil when the tensor
 // is of another type or its memory is not host-accessible right now.
 func (t *Tensor) Float32() []float32 {
-	if t.Type != Float32 {
+	if t.Type != Float32 || t.Buf == nil {
 		return nil
 	}
 	b, err := t.Buf.Host()
