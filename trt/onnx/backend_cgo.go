@@ -113,6 +113,10 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	meta, err := ReadMetadata(model)
+	if err != nil {
+		return nil, fmt.Errorf("model %q: %w", name, err)
+	}
 	inSpecs, err := specs(name, "input", inInfo, opts.Shapes, opts.Image)
 	if err != nil {
 		return nil, err
@@ -139,7 +143,7 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	if alloc == nil {
 		alloc = umem.NewHost()
 	}
-	e := &engine{name: name}
+	e := &engine{name: name, meta: meta}
 	ok := false
 	defer func() {
 		if !ok {
@@ -309,6 +313,7 @@ func probeOutputs(model string, data []byte, so *ort.SessionOptions, in []trt.Te
 // engine is one ONNX Runtime session bound to its umem tensors.
 type engine struct {
 	name                string
+	meta                *trt.Metadata
 	inputs, outputs     []*trt.Tensor
 	inValues, outValues []ort.Value
 
@@ -343,6 +348,9 @@ func (e *engine) Backend() string        { return BackendName }
 func (e *engine) Inputs() []*trt.Tensor  { return e.inputs }
 func (e *engine) Outputs() []*trt.Tensor { return e.outputs }
 func (e *engine) String() string         { return "onnxruntime engine " + e.name }
+
+// Metadata is what the model's metadata_props say (ReadMetadata), or nil.
+func (e *engine) Metadata() *trt.Metadata { return e.meta }
 
 // Infer runs the session on the bound tensors. It allocates nothing.
 func (e *engine) Infer(ctx context.Context) error {

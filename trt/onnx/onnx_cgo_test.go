@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	pb "github.com/edged-dev/edged/internal/onnxproto"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/demomodel"
 	"github.com/edged-dev/edged/umem"
@@ -490,5 +491,48 @@ func BenchmarkLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 		e.Close()
+	}
+}
+
+// TestConstModelEveryType runs the project's test models through ONNX
+// Runtime: an output of every element type edged reads comes back with
+// its values, and the metadata_props come back as the engine's metadata.
+func TestConstModelEveryType(t *testing.T) {
+	v := []float32{0, 1, 2, 100, 7, 1}
+	types := []struct {
+		onnx int
+		trt  trt.DataType
+	}{
+		{pb.DTFloat, trt.Float32}, {pb.DTFloat16, trt.Float16}, {pb.DTInt8, trt.Int8}, {pb.DTUint8, trt.Uint8},
+		{pb.DTInt32, trt.Int32}, {pb.DTInt64, trt.Int64}, {pb.DTBool, trt.Bool},
+	}
+	var outs []pb.ConstOutput
+	for _, ty := range types {
+		outs = append(outs, pb.ConstOutput{Name: "out_" + ty.trt.String(), Type: ty.onnx, Dims: []int64{1, 6}, Values: v})
+	}
+	model := pb.ConstModel("images", 8, 8, outs, [2]string{"task", "detect"}, [2]string{"names", "{0: 'a', 1: 'b'}"})
+	e := load(t, model, trt.LoadOptions{Name: "const"})
+	if err := e.Infer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, ty := range types {
+		o := e.Outputs()[i]
+		if o.Type != ty.trt || o.Name != "out_"+ty.trt.String() {
+			t.Fatalf("output %d is %s, want %s", i, o.TensorSpec, ty.trt)
+		}
+		got := o.ReadFloat32(make([]float32, 6))
+		for k := range v {
+			want := v[k]
+			if ty.trt == trt.Bool && want != 0 {
+				want = 1
+			}
+			if got[k] != want {
+				t.Errorf("%s: value %d = %v, want %v", ty.trt, k, got[k], want)
+			}
+		}
+	}
+	md := trt.MetadataOf(e)
+	if md == nil || md.Task != trt.TaskDetect || strings.Join(md.ClassNames(), ",") != "a,b" {
+		t.Errorf("metadata %v", md)
 	}
 }

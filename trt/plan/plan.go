@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strconv"
 
 	"github.com/edged-dev/edged/trt"
 )
@@ -62,38 +60,9 @@ func VersionFromInt(n int) Version {
 	return Version{Major: n / 10000, Minor: n % 10000 / 100, Patch: n % 100}
 }
 
-// Metadata is what an Ultralytics exporter writes in front of the plan.
-type Metadata struct {
-	// Task is "detect", "segment", "classify", "pose", "obb" or empty.
-	Task string
-	// Names maps class indices to class names.
-	Names map[int]string
-	// Imgsz is the input size as [height, width] (one value means square).
-	Imgsz []int
-	// Stride is the model's largest stride in pixels, 0 when absent.
-	Stride int
-	// Batch is the batch size the engine was exported for, 0 when absent.
-	Batch int
-	// Raw is the whole JSON object, for keys not decoded here.
-	Raw json.RawMessage
-}
-
-// ClassNames returns the class names ordered by index, or nil when the
-// indices are not exactly 0..n-1.
-func (m *Metadata) ClassNames() []string {
-	if m == nil || len(m.Names) == 0 {
-		return nil
-	}
-	out := make([]string, len(m.Names))
-	for i := range out {
-		n, ok := m.Names[i]
-		if !ok {
-			return nil
-		}
-		out[i] = n
-	}
-	return out
-}
+// Metadata is what an Ultralytics exporter writes in front of the plan,
+// decoded as every backend's metadata is (trt.DecodeMetadata).
+type Metadata = trt.Metadata
 
 // File is a checked engine file.
 type File struct {
@@ -255,117 +224,22 @@ func Check(b []byte, opts Options) (*File, error) {
 	return f, nil
 }
 
-type rawMetadata struct {
-	Task   *string         `json:"task"`
-	Names  json.RawMessage `json:"names"`
-	Imgsz  json.RawMessage `json:"imgsz"`
-	Stride json.RawMessage `json:"stride"`
-	Batch  json.RawMessage `json:"batch"`
-}
-
+// decodeMetadata reads the JSON object of an Ultralytics wrapper. A value
+// of a known key that cannot be read makes the wrapper invalid: it was
+// written by a program, so a broken one means a broken export.
 func decodeMetadata(raw []byte) (*Metadata, error) {
-	var r rawMetadata
-	if err := json.Unmarshal(raw, &r); err != nil {
+	var values map[string]any
+	if err := json.Unmarshal(raw, &values); err != nil {
 		return nil, err
 	}
-	md := &Metadata{Raw: json.RawMessage(raw)}
-	if r.Task != nil {
-		md.Task = *r.Task
+	if values == nil {
+		return nil, fmt.Errorf("want a JSON object, got null")
 	}
-	var err error
-	if md.Names, err = decodeNames(r.Names); err != nil {
-		return nil, fmt.Errorf("key names: %w", err)
-	}
-	if md.Imgsz, err = decodeImgsz(r.Imgsz); err != nil {
-		return nil, fmt.Errorf("key imgsz: %w", err)
-	}
-	if md.Stride, err = decodeCount(r.Stride); err != nil {
-		return nil, fmt.Errorf("key stride: %w", err)
-	}
-	if md.Batch, err = decodeCount(r.Batch); err != nil {
-		return nil, fmt.Errorf("key batch: %w", err)
+	md, errs := trt.DecodeMetadata(trt.FromEngineHeader, values)
+	if len(errs) > 0 {
+		return nil, errs[0]
 	}
 	return md, nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
-}
-
-// decodeNames accepts {"0": "person", ...} (what json.dumps makes of a
-// Python dict with int keys) and ["person", ...].
-func decodeNames(raw json.RawMessage) (map[int]string, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err == nil {
-		m := make(map[int]string, len(list))
-		for i, n := range list {
-			m[i] = n
-		}
-		return m, nil
-	}
-	var obj map[string]string
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, fmt.Errorf("want an object of index to name or a list of names: %w", err)
-	}
-	m := make(map[int]string, len(obj))
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // deterministic error for the first bad key
-	for _, k := range keys {
-		i, err := strconv.Atoi(k)
-		if err != nil || i < 0 {
-			return nil, fmt.Errorf("class index %q is not a non-negative integer", k)
-		}
-		m[i] = obj[k]
-	}
-	return m, nil
-}
-
-func decodeImgsz(raw json.RawMessage) ([]int, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var one int
-	if err := json.Unmarshal(raw, &one); err == nil {
-		raw = []byte(fmt.Sprintf("[%d,%d]", one, one))
-	}
-	var sz []int
-	if err := json.Unmarshal(raw, &sz); err != nil {
-		return nil, fmt.Errorf("want [height, width]: %w", err)
-	}
-	if len(sz) == 1 {
-		sz = []int{sz[0], sz[0]}
-	}
-	if len(sz) != 2 || sz[0] <= 0 || sz[1] <= 0 {
-		return nil, fmt.Errorf("want two positive integers [height, width], got %v", sz)
-	}
-	return sz, nil
-}
-
-func decodeCount(raw json.RawMessage) (int, error) {
-	if isNull(raw) {
-		return 0, nil
-	}
-	var n int
-	if err := json.Unmarshal(raw, &n); err != nil {
-		// Some exporters write a list of strides; the largest one counts.
-		var list []int
-		if err2 := json.Unmarshal(raw, &list); err2 != nil || len(list) == 0 {
-			return 0, fmt.Errorf("want a non-negative integer: %w", err)
-		}
-		for _, v := range list {
-			n = max(n, v)
-		}
-	}
-	if n < 0 {
-		return 0, fmt.Errorf("want a non-negative integer, got %d", n)
-	}
-	return n, nil
 }
 
 // quoteStart shows the first bytes of b for a message.

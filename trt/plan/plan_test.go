@@ -120,8 +120,11 @@ func TestMetadata(t *testing.T) {
 	if got := strings.Join(md.ClassNames(), ","); got != "person,bicycle,car" {
 		t.Errorf("ClassNames = %q", got)
 	}
-	if !strings.Contains(string(md.Raw), `"author": "Ultralytics"`) {
-		t.Errorf("Raw lost keys: %s", md.Raw)
+	if md.Producer != "Ultralytics 8.3.0" || md.Channels != 3 || md.End2End || md.From != trt.FromEngineHeader {
+		t.Errorf("producer %q channels %d end2end %v from %q", md.Producer, md.Channels, md.End2End, md.From)
+	}
+	if got := strings.Join(md.Keys, ","); got != "args,author,batch,channels,date,description,imgsz,license,names,stride,task,version" {
+		t.Errorf("Keys = %s", got)
 	}
 
 	// Other accepted spellings.
