@@ -255,6 +255,9 @@ func appendCBOROutput(b []byte, o *Output, level int) []byte {
 		if trunc {
 			n++
 		}
+		if o.DType != "" {
+			n++
+		}
 		b = appendCBORHead(b, cborMap, n)
 		b = appendCBORText(b, "shape")
 		b = appendCBORHead(b, cborArray, uint64(len(o.Shape)))
@@ -269,6 +272,10 @@ func appendCBOROutput(b []byte, o *Output, level int) []byte {
 			for _, v := range o.Data {
 				b = appendCBORFloat32(b, v)
 			}
+		}
+		if o.DType != "" {
+			b = appendCBORText(b, "dtype")
+			b = appendCBORText(b, o.DType)
 		}
 		if trunc {
 			b = appendCBORText(b, "truncated")
@@ -294,7 +301,13 @@ func appendCBOROutput(b []byte, o *Output, level int) []byte {
 		b = appendCBORHead(b, cborArray, uint64(len(o.Detections)))
 		for i := range o.Detections {
 			d := &o.Detections[i]
-			b = appendCBORHead(b, cborMap, 4)
+			dims := o.KeypointDims
+			kp := dims > 0 && len(d.Keypoints) >= dims
+			if kp {
+				b = appendCBORHead(b, cborMap, 5)
+			} else {
+				b = appendCBORHead(b, cborMap, 4)
+			}
 			b = appendCBORText(b, "box")
 			b = appendCBORHead(b, cborArray, 4)
 			for _, v := range d.Box {
@@ -306,6 +319,16 @@ func appendCBOROutput(b []byte, o *Output, level int) []byte {
 			b = appendCBORText(b, d.Label)
 			b = appendCBORText(b, "score")
 			b = appendCBORFloat32(b, d.Score)
+			if kp {
+				b = appendCBORText(b, "keypoints")
+				b = appendCBORHead(b, cborArray, uint64(len(d.Keypoints)/dims))
+				for k := 0; k+dims <= len(d.Keypoints); k += dims {
+					b = appendCBORHead(b, cborArray, uint64(dims))
+					for _, v := range d.Keypoints[k : k+dims] {
+						b = appendCBORFloat32(b, v)
+					}
+				}
+			}
 		}
 	default:
 		b = appendCBORHead(b, cborMap, 0)

@@ -58,6 +58,7 @@ type DecodedLatency struct {
 type DecodedOutput struct {
 	Shape      []int64            `json:"shape,omitempty"`
 	Data       []float32          `json:"data,omitempty"`
+	DType      string             `json:"dtype,omitempty"`
 	Truncated  bool               `json:"truncated,omitempty"`
 	Top        []DecodedClass     `json:"top,omitempty"`
 	Detections []DecodedDetection `json:"detections,omitempty"`
@@ -72,10 +73,11 @@ type DecodedClass struct {
 
 // DecodedDetection is one entry of a "detections" list.
 type DecodedDetection struct {
-	Box   [4]float32 `json:"box"`
-	Class int        `json:"class"`
-	Label string     `json:"label"`
-	Score float32    `json:"score"`
+	Box       [4]float32  `json:"box"`
+	Class     int         `json:"class"`
+	Label     string      `json:"label"`
+	Score     float32     `json:"score"`
+	Keypoints [][]float32 `json:"keypoints,omitempty"`
 }
 
 // DecodedSample is one entry of a result's "sensors" list.

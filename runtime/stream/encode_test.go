@@ -40,7 +40,7 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 			var do DecodedOutput
 			switch o.Kind {
 			case OutputRaw:
-				do.Shape, do.Truncated = o.Shape, o.Truncated
+				do.Shape, do.Truncated, do.DType = o.Shape, o.Truncated, o.DType
 				for _, v := range o.Data {
 					do.Data = append(do.Data, num(v))
 				}
@@ -54,7 +54,15 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 					for i := range box {
 						box[i] = num(box[i])
 					}
-					do.Detections = append(do.Detections, DecodedDetection{Box: box, Class: x.Class, Label: str(x.Label), Score: num(x.Score)})
+					dd := DecodedDetection{Box: box, Class: x.Class, Label: str(x.Label), Score: num(x.Score)}
+					for k := 0; o.KeypointDims > 0 && k+o.KeypointDims <= len(x.Keypoints); k += o.KeypointDims {
+						var kp []float32
+						for _, v := range x.Keypoints[k : k+o.KeypointDims] {
+							kp = append(kp, num(v))
+						}
+						dd.Keypoints = append(dd.Keypoints, kp)
+					}
+					do.Detections = append(do.Detections, dd)
 				}
 			}
 			d.Outputs[str(o.Name)] = do

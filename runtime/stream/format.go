@@ -142,6 +142,11 @@ func appendOutputText(b []byte, o DecodedOutput) []byte {
 				b = strconv.AppendFloat(b, float64(v), 'f', 0, 32)
 			}
 			b = append(b, ']')
+			if n := len(d.Keypoints); n > 0 {
+				b = append(b, " +"...)
+				b = strconv.AppendInt(b, int64(n), 10)
+				b = append(b, " keypoints"...)
+			}
 		}
 	case len(o.Top) > 0:
 		for i, c := range o.Top {
@@ -166,6 +171,11 @@ func appendOutputText(b []byte, o DecodedOutput) []byte {
 			}
 			b = append(b, ' ')
 			b = strconv.AppendFloat(b, float64(v), 'g', 4, 32)
+		}
+		if o.DType != "" {
+			b = append(b, " ("...)
+			b = append(b, o.DType...)
+			b = append(b, ')')
 		}
 		if o.Truncated {
 			b = append(b, " (truncated)"...)

@@ -147,6 +147,10 @@ func appendJSONOutput(b []byte, o *Output, level int) []byte {
 			}
 		}
 		b = append(b, ']')
+		if o.DType != "" {
+			b = append(b, `,"dtype":`...)
+			b = appendJSONString(b, o.DType)
+		}
 		if o.Truncated || level >= levelNoRaw {
 			b = append(b, `,"truncated":true`...)
 		}
@@ -186,6 +190,23 @@ func appendJSONOutput(b []byte, o *Output, level int) []byte {
 			b = appendJSONString(b, d.Label)
 			b = append(b, `,"score":`...)
 			b = appendJSONFloat32(b, d.Score)
+			if dims := o.KeypointDims; dims > 0 && len(d.Keypoints) >= dims {
+				b = append(b, `,"keypoints":[`...)
+				for k := 0; k+dims <= len(d.Keypoints); k += dims {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = append(b, '[')
+					for x, v := range d.Keypoints[k : k+dims] {
+						if x > 0 {
+							b = append(b, ',')
+						}
+						b = appendJSONFloat32(b, v)
+					}
+					b = append(b, ']')
+				}
+				b = append(b, ']')
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -105,13 +105,20 @@ const (
 
 // Output is one post-processed engine output.
 type Output struct {
-	Name       string
-	Kind       OutputKind
-	Shape      []int64
-	Data       []float32
+	Name  string
+	Kind  OutputKind
+	Shape []int64
+	Data  []float32
+	// DType is the element type of a raw output that is not float32
+	// ("float16", "int32", "int64", "int8", "uint8", "bool"); Data holds
+	// its values as float32 (integers exact up to 2^24). "" for float32.
+	DType      string
 	Truncated  bool // Data was capped; Shape is still the full shape
 	Classes    []Class
 	Detections []Detection
+	// KeypointDims is 2 (x, y) or 3 (x, y, score) when the detections
+	// carry keypoints, else 0.
+	KeypointDims int
 }
 
 // Class is one entry of a top-k list.
@@ -127,4 +134,7 @@ type Detection struct {
 	Class int
 	Label string
 	Score float32
+	// Keypoints are a pose model's points in input-image pixels,
+	// Output.KeypointDims values each (x, y[, score]); nil for boxes alone.
+	Keypoints []float32
 }

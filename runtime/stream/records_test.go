@@ -60,6 +60,28 @@ func sampleRecords() []struct {
 		}},
 		{"status_config_reloaded", Record{Kind: KindStatus, Device: "jetson-01", Event: "config_reloaded", TNs: 3}},
 		{"error_max_clients", Record{Kind: KindError, Device: "jetson-01", Reason: "stream: too many clients (64); close another client or raise max_clients", TNs: 4}},
+		// Added with keypoints and the element types of raw outputs (after the
+		// others, so the numbering of tail.txt stays as it was).
+		{"result_raw_types", Record{
+			Kind: KindResult, Device: "jetson-01", Pipeline: "types", FrameSeq: 2, TCaptureNs: 10,
+			Engine: EngineRef{Name: "efficientnms", Generation: 1, SHA256: "00ff00ff00ff"},
+			Outputs: []Output{
+				{Name: "num_dets", Kind: OutputRaw, Shape: []int64{1, 1}, DType: "int32", Data: []float32{3}},
+				{Name: "mask", Kind: OutputRaw, Shape: []int64{1, 3}, DType: "bool", Data: []float32{1, 0, 1}},
+				{Name: "half", Kind: OutputRaw, Shape: []int64{1, 2}, DType: "float16", Data: []float32{0.5, 65504}},
+			},
+		}},
+		{"result_keypoints", Record{
+			Kind: KindResult, Device: "jetson-01", Pipeline: "pose", FrameSeq: 3, TCaptureNs: 11,
+			Engine:  EngineRef{Name: "yolo11n-pose", Generation: 2, SHA256: "abcdefabcdef"},
+			Latency: Latency{Pre: 300, Infer: 9000, Post: 120, Total: 9500},
+			Outputs: []Output{{Name: "output0", Kind: OutputDetections, KeypointDims: 3, Detections: []Detection{
+				{Box: [4]float32{100, 50, 180, 300}, Class: 0, Label: "person", Score: 0.88,
+					Keypoints: []float32{140, 70, 0.97, 150, 68, 0.5, 0, 0, 0.01}},
+				{Box: [4]float32{300, 40, 360, 280}, Class: 0, Label: "person", Score: 0.4,
+					Keypoints: []float32{330, 60, 0.9, 335, 58, 0.8, 320, 61, 0.2}},
+			}}},
+		}},
 	}
 }
 
