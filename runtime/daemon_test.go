@@ -43,6 +43,7 @@ func (s *recordingSink) Publish(r *stream.Record) {
 	for i, o := range r.Outputs {
 		o.Data = append([]float32(nil), o.Data...)
 		o.Classes = append([]stream.Class(nil), o.Classes...)
+		o.Detections = append([]stream.Detection(nil), o.Detections...)
 		c.Outputs[i] = o
 	}
 	c.Sensors = append([]sensors.Sample(nil), r.Sensors...)

@@ -281,7 +281,7 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 	newReloader := func(ts []*pipeline, want []trt.Signature) (*trt.Reloader, error) {
 		targets := make([]trt.Target, len(ts))
 		for i, p := range ts {
-			targets[i] = trt.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p)}
+			targets[i] = trt.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p), Accept: p.acceptEngine}
 			if want != nil {
 				targets[i].Want = want[i]
 			}

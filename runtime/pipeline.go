@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,7 +77,9 @@ type pipeline struct {
 	preKey    sensors.Format           // the frame format the choice was made for
 	tr        preprocess.Transform     // of the frame being processed
 	post      []*postprocess.Processor
-	postOut   []int // engine output index per processor
+	postOut   [][]int         // engine output indices per processor
+	postIn    [][]*trt.Tensor // the tensors of each processor, refilled per frame (no allocation)
+	postMeta  *trt.Metadata   // the model metadata the post-processors were planned with
 	rec       stream.Record
 	lastGen   *trt.Generation
 	lastSHA   string
@@ -387,13 +390,18 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		return
 	}
 	t2 := monoNow()
+	if gen != p.lastGen {
+		p.newGeneration(gen)
+	}
 	r := &p.rec
 	outs := eng.Outputs()
 	for i, proc := range p.post {
-		proc.Run(outs[p.postOut[i]].Float32(), &p.tr, &r.Outputs[i])
-	}
-	if gen != p.lastGen {
-		p.lastGen, p.lastSHA = gen, gen.SHAPrefix()
+		ts := p.postIn[i][:0]
+		for _, j := range p.postOut[i] {
+			ts = append(ts, outs[j])
+		}
+		p.postIn[i] = ts
+		proc.Run(ts, &p.tr, &r.Outputs[i])
 	}
 	r.Engine = stream.EngineRef{Name: gen.Model, Generation: gen.Number, SHA256: p.lastSHA}
 	r.FrameSeq, r.TCaptureNs = frameSeq, tCapture
@@ -426,7 +434,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 // preprocessors and post-processors, as planEngine decides. Later engines
 // must have the same signature.
 func (p *pipeline) bind(eng trt.Engine) error {
-	plan, err := planEngine(p.conf, p.cfg, trt.SignatureOf(eng))
+	plan, err := planEngine(p.conf, p.cfg, trt.SignatureOf(eng), trt.MetadataOf(eng))
 	if err != nil {
 		return err
 	}
@@ -441,18 +449,76 @@ func (p *pipeline) bind(eng trt.Engine) error {
 	if p.src != nil {
 		p.announceInput()
 	}
-	p.post, p.postOut = nil, nil
-	for i, t := range eng.Outputs() {
-		proc, err := postprocess.New(t.Name, t.Shape, plan.post[i])
+	if err := p.bindPost(plan, eng); err != nil {
+		return err
+	}
+	p.postMeta = trt.MetadataOf(eng)
+	for _, n := range plan.notes {
+		p.log.Info("post-processing", "model", p.cfg.Model, "note", n)
+	}
+	return nil
+}
+
+// bindPost builds the post-processors of plan for eng's outputs and the
+// record they fill.
+func (p *pipeline) bindPost(plan enginePlan, eng trt.Engine) error {
+	outs := trt.SignatureOf(eng).Outputs
+	post := make([]*postprocess.Processor, 0, len(plan.post))
+	postOut := make([][]int, 0, len(plan.post))
+	postIn := make([][]*trt.Tensor, 0, len(plan.post))
+	for _, pp := range plan.post {
+		specs := make([]trt.TensorSpec, len(pp.outputs))
+		for k, j := range pp.outputs {
+			specs[k] = outs[j]
+		}
+		proc, err := postprocess.New(specs, pp.opts)
 		if err != nil { // planEngine built it already
 			return fmt.Errorf("%w: pipeline %q: %w", config.ErrInvalid, p.cfg.Name, err)
 		}
-		p.post = append(p.post, proc)
-		p.postOut = append(p.postOut, i)
+		post = append(post, proc)
+		postOut = append(postOut, pp.outputs)
+		postIn = append(postIn, make([]*trt.Tensor, 0, len(pp.outputs)))
 	}
+	p.post, p.postOut, p.postIn = post, postOut, postIn
 	p.rec = stream.Record{Kind: stream.KindResult, Device: p.conf.Daemon.DeviceID, Pipeline: p.cfg.Name, Outputs: make([]stream.Output, len(p.post)),
 		Sensors: make([]sensors.Sample, 0, len(p.rings))}
 	return nil
+}
+
+// newGeneration notes the engine generation results now come from. An
+// engine whose model file says something else about itself than the one
+// the post-processors were planned with (class names, task) gets them
+// planned again: the reload accepted it (Target.Accept runs planEngine),
+// so the plan holds. It runs on the infer goroutine, which owns them, once
+// per reload.
+func (p *pipeline) newGeneration(gen *trt.Generation) {
+	first := p.lastGen == nil
+	p.lastGen, p.lastSHA = gen, gen.SHAPrefix()
+	md := trt.MetadataOf(gen.Engine)
+	if first || reflect.DeepEqual(md, p.postMeta) {
+		return
+	}
+	plan, err := planEngine(p.conf, p.cfg, trt.SignatureOf(gen.Engine), md)
+	if err == nil {
+		err = p.bindPost(plan, gen.Engine)
+	}
+	if err != nil {
+		p.log.Error("the new engine's post-processing could not be planned; keeping the previous one", "model", gen.Model,
+			"generation", gen.Number, "err", err)
+		return
+	}
+	p.postMeta = md
+	for _, n := range plan.notes {
+		p.log.Info("post-processing", "model", gen.Model, "generation", gen.Number, "note", n)
+	}
+}
+
+// acceptEngine is the pipeline's trt.Target.Accept: an engine it cannot
+// plan (its metadata's class names do not fit its outputs, say) is
+// rejected before it serves.
+func (p *pipeline) acceptEngine(e trt.Engine) error {
+	_, err := planEngine(p.conf, p.cfg, trt.SignatureOf(e), trt.MetadataOf(e))
+	return err
 }
 
 // rateLog logs the first occurrence of a repeated error, then a count at

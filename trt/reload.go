@@ -34,6 +34,11 @@ type Target struct {
 	// Load is passed to Backend.Load; an empty Name becomes the model
 	// name.
 	Load LoadOptions
+	// Accept, when set, is asked about every engine that passed Stage
+	// before it is installed: the pipeline checks that it can use the
+	// engine as its model file describes it (class names, format). An
+	// error rejects the engine (ErrSignature).
+	Accept func(Engine) error
 }
 
 // ReloaderOptions configure a Reloader.
@@ -375,6 +380,15 @@ func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]by
 	st, err := Stage(ctx, data, t.Load, t.Want, r.stage)
 	if err != nil {
 		return nil, err
+	}
+	if t.Accept != nil {
+		if err := t.Accept(st.Engine); err != nil {
+			st.Close()
+			if !errors.Is(err, ErrSignature) {
+				err = fmt.Errorf("%w: %w", ErrSignature, err)
+			}
+			return nil, err
+		}
 	}
 	sig := SignatureOf(st.Engine)
 	g := st.Install(t.Hot, r.model, sha)

@@ -169,7 +169,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		for _, pc := range users {
 			start := time.Now()
-			sig, backend, err := checkModel(ctx, w, cfg, m, pc, alloc)
+			sig, md, backend, err := checkModel(ctx, w, cfg, m, pc, alloc)
 			if err != nil {
 				c := exitConfig
 				if errors.Is(err, trt.ErrMemory) {
@@ -178,13 +178,21 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				fail(c, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
 				break
 			}
+			_, seen := sigs[m.Name]
 			sigs[m.Name] = sig
 			ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+			if !seen {
+				fmt.Fprintf(stdout, "        model %s: %s\n", m.Name, md)
+			}
 			if pc == nil {
 				continue
 			}
 			// The same decision run makes when it binds the pipeline.
-			if err := edruntime.CheckPipeline(cfg, pc, sig); err != nil {
+			notes, err := edruntime.CheckPipeline(cfg, pc, sig, md)
+			for _, n := range notes {
+				fmt.Fprintf(stdout, "        pipeline %s: %s\n", pc.Name, n)
+			}
+			if err != nil {
 				for _, line := range splitLines(err.Error()) {
 					fail(exitConfig, "%s", line)
 				}
@@ -278,10 +286,10 @@ func checkDevice(p string) error {
 // loads it at start (runtime.LoadEngine: the model file through the
 // reload transaction's checks, every engine through its staging step,
 // warm-up included) and returns the engine's signature and backend.
-func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (trt.Signature, string, error) {
+func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (trt.Signature, *trt.Metadata, string, error) {
 	name, err := config.ModelBackend(m)
 	if err != nil {
-		return trt.Signature{}, "", err
+		return trt.Signature{}, nil, "", err
 	}
 	if _, builtin := m.Builtin(); name == "tensorrt" && !builtin {
 		// The engine header says which TensorRT built it; check it against
@@ -289,30 +297,31 @@ func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Mo
 		// named even where this edged cannot load engines.
 		data, err := readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
 		if err != nil {
-			return trt.Signature{}, "", err
+			return trt.Signature{}, nil, "", err
 		}
 		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
 		if perr == nil {
 			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
-				return trt.Signature{}, "", err
+				return trt.Signature{}, nil, "", err
 			}
 		} else if _, err := plan.Parse(data); err != nil {
-			return trt.Signature{}, "", err
+			return trt.Signature{}, nil, "", err
 		}
 	}
 	be, err := w.backend(name, m, cfg)
 	if err != nil {
-		return trt.Signature{}, "", err
+		return trt.Signature{}, nil, "", err
 	}
 	if c, ok := be.(io.Closer); ok {
 		defer c.Close()
 	}
 	hot, err := edruntime.LoadEngine(ctx, cfg, m, pc, be, alloc)
 	if err != nil {
-		return trt.Signature{}, "", err
+		return trt.Signature{}, nil, "", err
 	}
 	defer hot.Close()
-	return trt.SignatureOf(hot.Current().Engine), be.Name(), nil
+	e := hot.Current().Engine
+	return trt.SignatureOf(e), trt.MetadataOf(e), be.Name(), nil
 }
 
 // checkPreprocess says where a pipeline will preprocess: with a CUDA

@@ -34,7 +34,12 @@ const (
 	DefaultSerialQueue   = 64
 	DefaultMaxFrameBytes = 1024
 	DefaultMaxValues     = 1024
-	DefaultMode          = "0660"
+	// Post-processing defaults of detections and keypoints, and of topk.
+	DefaultScoreThreshold = 0.25
+	DefaultIOUThreshold   = 0.45
+	DefaultMaxDetections  = 100
+	DefaultTopK           = 1
+	DefaultMode           = "0660"
 	// DefaultMaxModelBytes is daemon.max_model_bytes: 1 GiB (the reasons
 	// are at trt.DefaultMaxBytes).
 	DefaultMaxModelBytes = trt.DefaultMaxBytes
@@ -123,17 +128,18 @@ func (c *Config) applyDefaults() {
 				}
 			case "topk":
 				if q.K == 0 {
-					q.K = 1
+					q.K = DefaultTopK
 				}
-			case "detections":
+			case "detections", "keypoints":
+				def(&q.Format, "auto")
 				if q.ScoreThreshold == 0 {
-					q.ScoreThreshold = 0.25
+					q.ScoreThreshold = DefaultScoreThreshold
 				}
 				if q.IOUThreshold == 0 {
-					q.IOUThreshold = 0.45
+					q.IOUThreshold = DefaultIOUThreshold
 				}
 				if q.MaxDetections == 0 {
-					q.MaxDetections = 100
+					q.MaxDetections = DefaultMaxDetections
 				}
 			}
 		}
@@ -809,7 +815,17 @@ func (c *Config) checkPipeline(k *checker, i int) {
 		} else {
 			outs[q.Output] = j
 		}
-		k.oneOf(pat("kind"), q.Kind, "raw", "topk", "detections")
+		k.oneOf(pat("kind"), q.Kind, "raw", "topk", "detections", "keypoints")
+		if q.Kind != "detections" && q.Kind != "keypoints" {
+			for _, key := range []struct {
+				name string
+				set  bool
+			}{{"format", q.Format != ""}, {"outputs", len(q.Outputs) > 0}, {"sigmoid", q.Sigmoid}} {
+				if key.set {
+					k.add(pat(key.name), "applies to kind = \"detections\" and \"keypoints\" only (this output is %s)", q.Kind)
+				}
+			}
+		}
 		switch q.Kind {
 		case "raw":
 			if q.MaxValues < 1 || q.MaxValues > 1<<20 {
@@ -819,7 +835,11 @@ func (c *Config) checkPipeline(k *checker, i int) {
 			if q.K < 1 || q.K > 1000 {
 				k.add(pat("k"), "must be between 1 and 1000")
 			}
-		case "detections":
+		case "detections", "keypoints":
+			k.oneOf(pat("format"), q.Format, "auto", "yolov8", "yolov5", "end2end", "efficientnms", "rtdetr")
+			if len(q.Outputs) > 0 && q.Output != "" && !slices.Contains(q.Outputs, q.Output) {
+				k.add(pat("outputs"), "does not list output %q: outputs names every output the format reads, output among them", q.Output)
+			}
 			if q.ScoreThreshold < 0 || q.ScoreThreshold > 1 {
 				k.add(pat("score_threshold"), "must be between 0 and 1")
 			}

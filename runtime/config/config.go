@@ -156,14 +156,24 @@ type Preprocess struct {
 // Postprocess is one [[pipeline.postprocess]].
 type Postprocess struct {
 	Output         string   `toml:"output"`
-	Kind           string   `toml:"kind"` // raw | topk | detections
+	Kind           string   `toml:"kind"` // raw | topk | detections | keypoints
 	K              int      `kinds:"topk" toml:"k"`
 	Softmax        bool     `kinds:"topk" toml:"softmax"`
-	Labels         []string `kinds:"topk,detections" toml:"labels"`
+	Labels         []string `kinds:"topk,detections,keypoints" toml:"labels"`
 	MaxValues      int      `kinds:"raw" toml:"max_values"`
-	ScoreThreshold float64  `kinds:"detections" toml:"score_threshold"`
-	IOUThreshold   float64  `kinds:"detections" toml:"iou_threshold"`
-	MaxDetections  int      `kinds:"detections" toml:"max_detections"`
+	ScoreThreshold float64  `kinds:"detections,keypoints" toml:"score_threshold"`
+	IOUThreshold   float64  `kinds:"detections,keypoints" toml:"iou_threshold"`
+	MaxDetections  int      `kinds:"detections,keypoints" toml:"max_detections"`
+	// Format is the detector output format of detections and keypoints:
+	// auto | yolov8 | yolov5 | end2end | efficientnms | rtdetr.
+	Format string `kinds:"detections,keypoints" toml:"format"`
+	// Outputs lists every output a multi-output format reads, in its
+	// order (efficientnms: num_dets, boxes, scores, classes; rtdetr:
+	// boxes, scores); empty: found by name and shape.
+	Outputs []string `kinds:"detections,keypoints" toml:"outputs"`
+	// Sigmoid applies the logistic function to class scores (detectors
+	// that output logits).
+	Sigmoid bool `kinds:"detections,keypoints" toml:"sigmoid"`
 }
 
 // Sink is one [[sink]].

@@ -210,6 +210,14 @@ kind = "socket"
 			[]string{`:3:13: daemon.device_id: "a/b" must not contain /`}},
 		{"bad duration", strings.Replace(base, `[[source]]`, "[daemon]\nstop_timeout = \"soon\"\n\n[[source]]", 1),
 			[]string{`:3:16: daemon.stop_timeout: `, `invalid duration "soon"`}},
+		{"detector keys", strings.Replace(base, `[[sink]]`, "[[pipeline.postprocess]]\noutput = \"det\"\nkind = \"detections\"\nformat = \"yolo\"\noutputs = [\"a\", \"b\"]\n\n"+
+			"[[pipeline.postprocess]]\noutput = \"class\"\nkind = \"topk\"\nformat = \"yolov8\"\nsigmoid = true\n\n[[sink]]", 1),
+			[]string{`:21:10: pipeline[0].postprocess[0].format: "yolo" is not one of "auto", "yolov8", "yolov5", "end2end", "efficientnms", "rtdetr"`,
+				`:22:11: pipeline[0].postprocess[0].outputs: does not list output "det"`,
+				`:27:10: pipeline[0].postprocess[1].format: applies to kind = "detections" and "keypoints" only (this output is topk)`,
+				`:28:11: pipeline[0].postprocess[1].sigmoid: applies to kind`}},
+		{"keypoints kind", strings.Replace(base, `[[sink]]`, "[[pipeline.postprocess]]\noutput = \"pose\"\nkind = \"keypoints\"\nscore_threshold = 2.0\n\n[[sink]]", 1),
+			[]string{`:21:19: pipeline[0].postprocess[0].score_threshold: must be between 0 and 1`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
