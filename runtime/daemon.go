@@ -74,7 +74,10 @@ type reloadRequest struct {
 }
 
 type sinkEntry struct {
-	cfg    config.Sink
+	cfg config.Sink
+	// files identifies the content of the files the sink was built from
+	// (config.SinkFiles): a reload that changes them replaces the sink.
+	files  string
 	sink   Sink
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -314,6 +317,9 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 		d.publishStatus("config_rejected", "", cfg.File, err.Error())
 		return err
 	}
+	// Model files are named by the configuration too: the watchers of the
+	// models that carried over check theirs now, as for an unchanged one.
+	d.triggerEngines()
 	d.log.Info("configuration reloaded", "file", cfg.File)
 	d.publishStatus("config_reloaded", "", cfg.File, "")
 	return nil
@@ -325,7 +331,7 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 func (d *daemon) startSinks(c *config.Config) error {
 	keep := map[string]bool{}
 	for _, s := range c.Sinks {
-		if e, ok := d.sinks[s.Name]; ok && equalSink(e.cfg, s) {
+		if e, ok := d.sinks[s.Name]; ok && e.same(c, &s) {
 			keep[s.Name] = true
 		}
 	}
@@ -356,7 +362,7 @@ func (d *daemon) startSinks(c *config.Config) error {
 			ss.SetStatusFunc(func(event, reason string) { d.publishStatus(event, "", name, reason) })
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		e := &sinkEntry{cfg: sc, sink: s, cancel: cancel, done: make(chan struct{})}
+		e := &sinkEntry{cfg: sc, files: c.SinkFiles(&sc), sink: s, cancel: cancel, done: make(chan struct{})}
 		go func() {
 			defer close(e.done)
 			if err := s.Run(ctx); err != nil {
@@ -565,6 +571,10 @@ func failedStatus(g *graph) string {
 	return line + "; watchdog pings withheld so that systemd restarts edged (SIGHUP retries)"
 }
 
-func equalSink(a, b config.Sink) bool {
-	return config.Equal(&config.Config{Sinks: []config.Sink{a}}, &config.Config{Sinks: []config.Sink{b}})
+// same reports whether the running sink e is what sink s of c describes:
+// the same table, and files (password, TLS) with the same content.
+func (e *sinkEntry) same(c *config.Config, s *config.Sink) bool {
+	ta, ea := config.Encode(&config.Config{Sinks: []config.Sink{e.cfg}})
+	tb, eb := config.Encode(&config.Config{Sinks: []config.Sink{*s}})
+	return ea == nil && eb == nil && ta == tb && e.files == c.SinkFiles(s)
 }

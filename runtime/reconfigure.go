@@ -3,14 +3,17 @@ package runtime
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -77,23 +80,60 @@ func modelPath(c *config.Config, mc *config.Model) string {
 // stall budget its loops pace themselves by.
 func pipelineKey(c *config.Config, pc *config.Pipeline) string {
 	k := struct {
-		Pipeline config.Pipeline
-		Source   *config.Source
-		Replay   string
-		Sensors  []*config.Source
-		Sinks    []*config.Sink
-		Stall    time.Duration
+		Pipeline  config.Pipeline
+		Source    *config.Source
+		Replay    string
+		Recording string
+		Sensors   []*config.Source
+		Sinks     []*config.Sink
+		SinkFiles []string
+		Stall     time.Duration
 	}{Pipeline: *pc, Source: c.Source(pc.Source), Stall: c.Daemon.StallTimeout.Duration}
 	if k.Source != nil && k.Source.Path != "" {
 		k.Replay = c.Resolve(k.Source.Path)
+		k.Recording = fileStamp(k.Replay)
 	}
 	for _, s := range pc.Sensors {
 		k.Sensors = append(k.Sensors, c.Source(s))
 	}
 	for _, s := range pc.Sinks {
-		k.Sinks = append(k.Sinks, c.Sink(s))
+		sc := c.Sink(s)
+		k.Sinks = append(k.Sinks, sc)
+		if sc != nil {
+			k.SinkFiles = append(k.SinkFiles, c.SinkFiles(sc))
+		}
 	}
 	return configKey(k)
+}
+
+// fileStamp identifies the version of a replay recording, or of an image
+// folder and the images in it, as far as stat tells (inode, size,
+// modification time): a reload after the recording was replaced or
+// rewritten restarts its pipeline, which then reads it again.
+func fileStamp(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	stamp := func(fi os.FileInfo) string {
+		ino := uint64(0)
+		if s, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = s.Ino
+		}
+		return fmt.Sprintf("%s:%d:%d:%d;", fi.Name(), ino, fi.Size(), fi.ModTime().UnixNano())
+	}
+	if !st.IsDir() {
+		return stamp(st)
+	}
+	h := sha256.New()
+	io.WriteString(h, stamp(st))
+	entries, _ := os.ReadDir(path)
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			io.WriteString(h, stamp(fi))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // backendKey covers what a model's backend is created from.
@@ -136,13 +176,24 @@ func modelKey(c *config.Config, mc *config.Model, targets []*config.Pipeline) st
 	return configKey(k)
 }
 
-// sameContent reports whether the file at path holds content with hash sum.
-func sameContent(path string, sum [32]byte) bool {
+// sameContent reports whether the file at path holds content with hash
+// sum. It is hashed as it streams by, through regfile: a path that leads
+// to a FIFO or a device, or a file larger than limit, is not the same
+// content, and never blocks or fills the memory.
+func sameContent(path string, sum [32]byte, limit int64) bool {
 	if path == "" {
 		return false
 	}
-	data, err := os.ReadFile(path)
-	return err == nil && sha256.Sum256(data) == sum
+	f, _, err := regfile.Open(path, limit)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, limit+1)); err != nil {
+		return false
+	}
+	return [32]byte(h.Sum(nil)) == sum
 }
 
 // start builds and starts the first graph.
@@ -298,7 +349,7 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mod
 			// The same file: the engine in memory is what this file last
 			// validated (the watcher deals with what is there now).
 			// Another file: only if it holds the same content.
-			if o.life.model == modelPath(c, mc) || sameContent(m.path, gen.SHA256) {
+			if o.life.model == modelPath(c, mc) || sameContent(m.path, gen.SHA256, c.Daemon.MaxModelBytes) {
 				carried[pc.Name] = o.hot
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/edged-dev/edged/internal/atomicfile"
+	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/trt"
 )
@@ -196,15 +197,11 @@ func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) 
 	if l.current(dst, hdr) {
 		return false, nil
 	}
-	f, err := os.Open(j.path)
+	f, st, err := regfile.Open(j.path, regfile.NoLimit)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
 	if hdr.Size = st.Size(); hdr.Size > l.maxBytes {
 		return false, fmt.Errorf("%s is %d bytes, more than the %d-byte model file limit", j.path, hdr.Size, l.maxBytes)
 	}
@@ -250,7 +247,7 @@ func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) 
 // current reports whether the copy at p already holds want's model, file
 // and content (hashed as it streams by, not read into memory).
 func (l *lastGood) current(p string, want lastGoodHeader) bool {
-	f, err := os.Open(p)
+	f, _, err := regfile.Open(p, regfile.NoLimit)
 	if err != nil {
 		return false
 	}
@@ -300,7 +297,7 @@ func (l *lastGood) load(model, path string) ([]byte, [32]byte, error) {
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
-	f, err := os.Open(p)
+	f, _, err := regfile.Open(p, regfile.NoLimit)
 	if err != nil {
 		return nil, [32]byte{}, err
 	}

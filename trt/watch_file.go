@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/edged-dev/edged/internal/regfile"
 )
 
 // fileKey identifies one version of a file as far as stat can tell: a
@@ -72,18 +74,13 @@ type Sniffer interface {
 // then holds it. Other errors are I/O errors.
 func (r *Reloader) readModel(want fileKey) ([]byte, fileKey, error) {
 	path := r.path
-	f, err := os.Open(path)
+	// Opened without blocking: a FIFO or a device put at the path is
+	// refused at once (regfile), never waited on.
+	f, fi, err := regfile.Open(path, regfile.NoLimit)
 	if err != nil {
 		return nil, fileKey{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fileKey{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fileKey{}, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
 	before := keyOf(fi)
 	if want.fi != nil && !before.same(want) {
 		return nil, before, errUnstable

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/edged-dev/edged/internal/atomicfile"
+	"github.com/edged-dev/edged/internal/regfile"
 )
 
 // CompileOptions configure Device.Compile.
@@ -85,7 +86,9 @@ func (d *Device) Compile(src string, o CompileOptions) (*PTX, error) {
 	var path string
 	if o.CacheDir != "" {
 		path = filepath.Join(o.CacheDir, key+".ptx")
-		if b, err := os.ReadFile(path); err == nil {
+		// Through regfile: a cache entry is small, and a FIFO or a
+		// device put in the cache folder must not hang the compile.
+		if b, err := regfile.ReadFile(path, maxCacheEntryBytes); err == nil {
 			if code, err := parseCacheEntry(b); err == nil {
 				p.Code, p.FromCache = code, true
 				return p, nil
@@ -132,6 +135,10 @@ func encodeCacheEntry(code []byte) []byte {
 }
 
 var errCacheEntry = errors.New("umem: bad PTX cache entry")
+
+// maxCacheEntryBytes bounds a cached PTX file read back (a kernel's PTX
+// is tens of KiB); a larger one is compiled again and replaced.
+const maxCacheEntryBytes = 16 << 20
 
 // parseCacheEntry checks the framing and the checksum and returns the PTX.
 func parseCacheEntry(b []byte) ([]byte, error) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/edged-dev/edged/internal/regfile"
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
@@ -372,15 +373,11 @@ func checkPreprocess(w *wiring, cfg *config.Config, pc *config.Pipeline, ok, war
 // is only for the TensorRT header check: engines are loaded by
 // runtime.LoadEngine.
 func readModel(path string, maxBytes int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, st, err := regfile.Open(path, regfile.NoLimit)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	if st.Size() > maxBytes {
 		return nil, fmt.Errorf("%w: %s is %d bytes, more than daemon.max_model_bytes = %d; it was not read", trt.ErrTooLarge, path, st.Size(), maxBytes)
 	}

@@ -29,7 +29,9 @@ import (
 // /metrics (edged_sink_errors_total{reason="auth"}, edged_sink_connected
 // 0) and announces sink_down on the socket, while the socket keeps
 // streaming results and the other MQTT sink delivers them, each with the
-// device id, in order.
+// device id, in order. Then its password file is corrected and SIGHUP
+// sent: the sink is rebuilt with the new password and connects (sink_up),
+// the socket client staying connected.
 func TestMQTTSinkWrongCredentials(t *testing.T) {
 	lib := needORT(t)
 	bin := mosquittotest.Path(t)
@@ -202,6 +204,37 @@ password_file = %q
 		}
 	}
 	mu.Unlock()
+
+	// The password file corrected, then SIGHUP: the files a configuration
+	// names are part of it, so this is a changed configuration (before,
+	// "configuration unchanged" until a restart). The sink is rebuilt with
+	// the new password and connects; the socket sink, whose files did not
+	// change, keeps its client.
+	os.WriteFile(bad, []byte("s3cret\n"), 0o600)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	for up := false; !up; {
+		if err := cl.Next(&m); err != nil {
+			t.Fatalf("socket after the corrected password file: %v", err)
+		}
+		up = m.Rec.Event == "sink_up" && m.Rec.Source == "cloud"
+	}
+	if strings.Contains(d.stderr.String(), "configuration unchanged") {
+		t.Error("the corrected password file was taken for an unchanged configuration")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), `edged_sink_connected{sink="cloud"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink with the corrected password is not connected:\n%s", body)
+		}
+	}
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/edged-dev/edged/internal/regfile"
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/mqttsink"
@@ -264,7 +265,7 @@ func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
 		return 0, fmt.Errorf("replay %s: %w", path, err)
 	}
 	if !st.IsDir() {
-		f, err := os.Open(path)
+		f, _, err := regfile.Open(path, regfile.NoLimit)
 		if err != nil {
 			return 0, err
 		}
@@ -421,19 +422,33 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.
 		ConnectTimeout: s.ConnectTimeout.Duration, AckTimeout: s.AckTimeout.Duration,
 		FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
 	}
+	// The files are read once per loaded configuration (CheckFiles), so
+	// the sink is built from the bytes its reload was compared by.
+	pem := func(key, path string, limit int64) (mqttsink.PEM, error) {
+		if path == "" {
+			return mqttsink.PEM{}, nil
+		}
+		b, err := c.ReadNamed(path, limit)
+		if err != nil {
+			return mqttsink.PEM{}, fmt.Errorf("%s: %w", key, err)
+		}
+		return mqttsink.PEM{Name: c.Resolve(path), Data: b}, nil
+	}
 	if s.PasswordFile != "" {
-		if o.Password, err = mqttsink.ReadPassword(c.Resolve(s.PasswordFile)); err != nil {
+		f, err := pem("password_file", s.PasswordFile, config.MaxPasswordFileBytes)
+		if err != nil {
 			return nil, err
 		}
+		o.Password = mqttsink.Password(f.Data)
 	}
 	if u.Scheme == "mqtts" {
-		ca, cert, key := s.CAFile, s.CertFile, s.KeyFile
-		for _, p := range []*string{&ca, &cert, &key} {
-			if *p != "" {
-				*p = c.Resolve(*p)
+		var files [3]mqttsink.PEM
+		for i, f := range []struct{ key, path string }{{"ca_file", s.CAFile}, {"cert_file", s.CertFile}, {"key_file", s.KeyFile}} {
+			if files[i], err = pem(f.key, f.path, config.MaxPEMFileBytes); err != nil {
+				return nil, err
 			}
 		}
-		if o.TLS, err = mqttsink.TLSConfig(ca, cert, key); err != nil {
+		if o.TLS, err = mqttsink.TLSConfig(files[0], files[1], files[2]); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -519,9 +520,13 @@ func (c *Config) checkModel(k *checker, i int) {
 	}
 }
 
-// CheckFiles reports model files that do not exist or cannot be read. It is
-// separate from the schema validation in Parse so that example
-// configurations can be validated on machines without their models.
+// CheckFiles reports model files that do not exist or are not regular
+// files, and the files MQTT sinks name (password and TLS files) that
+// cannot be read, are not regular files or exceed their limit (files.go);
+// those it reads and keeps (ReadNamed, SinkFiles). Nothing it opens can
+// block it. It is separate from the schema validation in Parse so that
+// example configurations can be validated on machines without their
+// models.
 func (c *Config) CheckFiles() error {
 	k := c.newChecker()
 	for i := range c.Models {
@@ -531,28 +536,22 @@ func (c *Config) CheckFiles() error {
 		}
 		at := fmt.Sprintf("model[%d].path", i)
 		p := c.Resolve(m.Path)
-		f, err := os.Open(p)
+		f, _, err := regfile.Open(p, regfile.NoLimit)
 		if err != nil {
-			k.add(at, "model file %s: %v", p, errCause(err))
+			what := "model file"
+			if errors.Is(err, regfile.ErrNotRegular) {
+				what = "model path"
+			}
+			k.add(at, "%s %s: %v", what, p, errCause(err))
 			continue
 		}
-		st, err := f.Stat()
 		f.Close()
-		if err == nil && st.IsDir() {
-			k.add(at, "model file %s is a directory", p)
-		}
 	}
 	for i := range c.Sinks {
 		s := &c.Sinks[i]
-		if s.Kind != "mqtt" {
-			continue
-		}
-		for _, f := range []struct{ key, path string }{{"ca_file", s.CAFile}, {"cert_file", s.CertFile}, {"key_file", s.KeyFile}, {"password_file", s.PasswordFile}} {
-			if f.path == "" {
-				continue
-			}
-			p := c.Resolve(f.path)
-			if _, err := os.ReadFile(p); err != nil {
+		for _, f := range s.files() {
+			if _, err := c.ReadNamed(f.path, f.limit); err != nil {
+				p := c.Resolve(f.path)
 				k.add(fmt.Sprintf("sink[%d].%s", i, f.key), "%s %s: %v", strings.ReplaceAll(f.key, "_", " "), p, errCause(err))
 			}
 		}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/edged-dev/edged/internal/regfile"
 )
 
 // ErrInvalid marks every configuration problem; edged exits with status 78
@@ -39,7 +41,8 @@ type Config struct {
 	// its directory.
 	File string `toml:"-"`
 
-	idx *keyIndex // where each key is written, for later problems
+	idx   *keyIndex // where each key is written, for later problems
+	files *files    // what was read of the files it names (files.go)
 }
 
 // Daemon is the [daemon] table.
@@ -277,9 +280,11 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return ErrInvalid }
 
 // LoadFile reads, decodes, defaults and validates a configuration file,
-// as Parse does.
+// as Parse does. The path must lead to a regular file of at most
+// MaxFileBytes; it is opened without blocking, so a FIFO or a device is
+// refused at once, as is a larger file, before anything is read.
 func LoadFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, MaxFileBytes)
 	if err != nil {
 		return nil, &Error{Problems: []Problem{{File: path, Msg: fmt.Sprintf("cannot read configuration: %v", errors.Unwrap(err))}}}
 	}
@@ -300,7 +305,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, &Error{Problems: []Problem{syntaxProblem(name, err)}}
 	}
-	cfg := &Config{File: name, idx: idx}
+	cfg := &Config{File: name, idx: idx, files: &files{}}
 	d := &decoder{md: md, file: name, idx: idx}
 	d.fields("", top, reflect.ValueOf(cfg).Elem())
 	cfg.applyDefaults()

@@ -21,11 +21,21 @@ func Encode(c *Config) (string, error) {
 }
 
 // Equal reports whether two configurations have the same effective
-// values (a list left out equals an empty one).
+// values (a list left out equals an empty one) and name files with the
+// same content (SinkFiles): a changed password or certificate file is a
+// changed configuration.
 func Equal(a, b *Config) bool {
 	ta, ea := encode(printable(a))
 	tb, eb := encode(printable(b))
-	return ea == nil && eb == nil && ta == tb
+	if ea != nil || eb != nil || ta != tb {
+		return false
+	}
+	for i := range a.Sinks {
+		if a.SinkFiles(&a.Sinks[i]) != b.SinkFiles(&b.Sinks[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func encode(v any) (string, error) {

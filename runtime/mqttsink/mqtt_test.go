@@ -268,7 +268,7 @@ func TestMQTTUntrustedCertificate(t *testing.T) {
 	sub := subscribeAt(t, mustURL(t, fmt.Sprintf("mqtt://127.0.0.1:%d", plain)), "edged/#", "", "")
 
 	ev := &events{}
-	tlsBad, err := TLSConfig(otherCA, "", "")
+	tlsBad, err := TLSConfig(readPEM(t, otherCA), PEM{}, PEM{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestMQTTUntrustedCertificate(t *testing.T) {
 	}
 	t.Logf("status: %s", ev.statuses()[0])
 
-	tlsGood, err := TLSConfig(caFile, "", "")
+	tlsGood, err := TLSConfig(readPEM(t, caFile), PEM{}, PEM{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,9 +291,18 @@ func TestMQTTUntrustedCertificate(t *testing.T) {
 		good.Publish(result("front", uint64(i)))
 	}
 	checkInOrder(t, sub.waitSeq(t, 10, 10*time.Second), 1, 10, "dev-1")
-	if _, err := TLSConfig(filepath.Join(dir, "none.pem"), "", ""); err == nil || !strings.Contains(err.Error(), "none.pem") {
-		t.Errorf("a missing ca_file: %v", err)
+	if _, err := TLSConfig(PEM{Name: "junk.pem", Data: []byte("junk")}, PEM{}, PEM{}); err == nil || !strings.Contains(err.Error(), "junk.pem") {
+		t.Errorf("a ca_file without a certificate: %v", err)
 	}
+}
+
+func readPEM(t *testing.T, path string) PEM {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return PEM{Name: path, Data: b}
 }
 
 // TestMQTTBrokerStopsReading: a broker that stops reading (SIGSTOP: its

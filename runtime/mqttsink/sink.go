@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -775,39 +774,38 @@ func (s *Sink) Stats() Stats {
 	return st
 }
 
-// TLSConfig builds the client TLS configuration: caFile (PEM; "" = the
-// system roots), and a client certificate and key (both or neither).
-// Errors name the file.
-func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+// PEM is the content of a PEM file, read by the caller (the daemon reads
+// the files its configuration names once per load, through a size limit);
+// Name is its path, for messages. A zero PEM is no file.
+type PEM struct {
+	Name string
+	Data []byte
+}
+
+// TLSConfig builds the client TLS configuration: ca (certificates to
+// trust; none = the system roots), and a client certificate and key (both
+// or neither). Errors name the file.
+func TLSConfig(ca, cert, key PEM) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("mqttsink: ca_file: %w", err)
-		}
+	if ca.Name != "" {
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("mqttsink: ca_file %s: no PEM certificate in it", caFile)
+		if !pool.AppendCertsFromPEM(ca.Data) {
+			return nil, fmt.Errorf("mqttsink: ca_file %s: no PEM certificate in it", ca.Name)
 		}
 		cfg.RootCAs = pool
 	}
-	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if cert.Name != "" || key.Name != "" {
+		c, err := tls.X509KeyPair(cert.Data, key.Data)
 		if err != nil {
-			return nil, fmt.Errorf("mqttsink: cert_file %s, key_file %s: %w", certFile, keyFile, err)
+			return nil, fmt.Errorf("mqttsink: cert_file %s, key_file %s: %w", cert.Name, key.Name, err)
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		cfg.Certificates = []tls.Certificate{c}
 	}
 	return cfg, nil
 }
 
-// ReadPassword reads a password file; one trailing newline is not part of
-// the password. Errors name the file.
-func ReadPassword(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("mqttsink: password_file: %w", err)
-	}
-	b = []byte(strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"))
-	return b, nil
+// Password is the password a password file holds: its content less one
+// trailing newline.
+func Password(file []byte) []byte {
+	return []byte(strings.TrimSuffix(strings.TrimSuffix(string(file), "\n"), "\r"))
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/sensors/jpeg"
 )
 
@@ -106,7 +107,7 @@ func imageFileLimit(w, h int) int64 { return 8*int64(w)*int64(h) + 4<<20 }
 // readImage reads path whole into buf (grown as needed, up to limit) and
 // returns the bytes. A file larger than limit is refused unread.
 func readImage(path string, limit int64, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openImage(path)
 	if err != nil {
 		return buf[:0], err
 	}
@@ -136,6 +137,17 @@ func readImage(path string, limit int64, buf []byte) ([]byte, error) {
 	return buf[:0], err
 }
 
+// openImage opens an image of the folder without blocking on it
+// (regfile): a FIFO or a device among the images is refused at once, as
+// an image that cannot be replayed.
+func openImage(path string) (*os.File, error) {
+	f, _, err := regfile.Open(path, regfile.NoLimit)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: %w", errImage, err)
+	}
+	return f, err
+}
+
 // headerReadLimit is how much of a file readImageHeader reads: a JPEG's
 // markers before its first scan (tables, EXIF) fit in it.
 const headerReadLimit = 1 << 20
@@ -143,7 +155,7 @@ const headerReadLimit = 1 << 20
 // readImageHeader reads the header of the image at path from its first
 // bytes (at most headerReadLimit).
 func readImageHeader(path string) (imageHeader, error) {
-	f, err := os.Open(path)
+	f, err := openImage(path)
 	if err != nil {
 		return imageHeader{}, err
 	}

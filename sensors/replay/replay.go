@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/internal/lifetime"
 	"github.com/edged-dev/edged/sensors/internal/mjpeg"
@@ -198,7 +199,7 @@ func (s *Source) Start(ctx context.Context, pool sensors.SlotPool) error {
 }
 
 func (s *Source) openFile() error {
-	f, err := os.Open(s.opts.Path)
+	f, _, err := regfile.Open(s.opts.Path, regfile.NoLimit)
 	if err != nil {
 		return s.errorf("%w", err)
 	}
