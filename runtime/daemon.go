@@ -57,15 +57,22 @@ type daemon struct {
 	reloadSeconds *prometheus.HistogramVec
 	metricsErrs   rateLog // scrapes that could not gather everything
 
+	// structMu serialises what replaces parts of the running graph: a
+	// reload's commit (and its restore) and stop. A reload prepares its
+	// graph without it (loading engines may take long), then takes it.
+	structMu sync.Mutex
+
 	// mu protects the fields below. They are written only by the run
-	// goroutine (start, SIGHUP reloads, stop), which may read them without
-	// it; every other reader (publishers, /metrics, health) takes it.
-	mu      sync.Mutex
-	alloc   umem.Allocator
-	sinks   map[string]*sinkEntry
-	graph   *graph
-	ready   bool
-	stalled map[string]bool
+	// goroutine and the reload it runs (start, SIGHUP reloads, stop, one
+	// at a time), which may read them without it; every other reader
+	// (publishers, /metrics, health) takes it.
+	mu        sync.Mutex
+	alloc     umem.Allocator
+	sinks     map[string]*sinkEntry
+	graph     *graph
+	ready     bool
+	stalled   map[string]bool
+	reloading *reloadProgress // a SIGHUP reload in progress (reloading.go), nil otherwise
 }
 
 type reloadRequest struct {
@@ -204,17 +211,34 @@ func (d *daemon) run(ctx context.Context) error {
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	lastStatus := time.Now()
+	// This loop feeds the watchdog, so nothing that can take long runs on
+	// it: a reload (engine loads, sinks started and stopped) runs on a
+	// goroutine of its own, one at a time (reloading.go), while the loop
+	// goes on judging the pipelines' progress.
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	var cur *reloadRun
+	reqs := d.reloadReq
 	for {
+		var reloaded chan error
+		if cur != nil {
+			reloaded = cur.done
+		}
 		select {
 		case <-ctx.Done():
+			d.awaitReload(cur, rcancel)
 			return d.stop()
 		case err := <-d.fatalErr:
 			d.log.Error("unrecoverable failure; stopping", "err", err)
 			d.notify.status("FAILED: %v", err)
+			d.awaitReload(cur, rcancel)
 			d.stop()
 			return err
-		case req := <-d.reloadReq:
-			req.done <- d.reload(ctx, req.cfg)
+		case req := <-reqs:
+			cur, reqs = d.startReload(rctx, req), nil // later requests wait for this one
+		case err := <-reloaded:
+			cur.req.done <- err
+			cur, reqs = nil, d.reloadReq
 		case <-d.engineReq:
 			d.currentGraph().triggerEngines()
 		case <-ticker.C:
@@ -223,6 +247,7 @@ func (d *daemon) run(ctx context.Context) error {
 				d.notify.send("WATCHDOG=1")
 			}
 			d.checkRates()
+			cur.warnIfSlow(d)
 			if time.Since(lastStatus) >= 5*time.Second {
 				lastStatus = time.Now()
 				d.refreshStatus()
@@ -266,7 +291,9 @@ func (d *daemon) startOrStop(ctx context.Context) error {
 // stop stops pipelines (finishing the frame in flight), then sinks (which
 // flush what was published), all within the stop budget.
 func (d *daemon) stop() error {
-	budget := d.cfg.Daemon.StopTimeout.Duration
+	d.structMu.Lock()
+	defer d.structMu.Unlock()
+	budget := d.currentGraph().cfg.Daemon.StopTimeout.Duration
 	deadline := time.Now().Add(budget)
 	d.notify.send("STOPPING=1")
 	d.notify.status("stopping")
@@ -286,26 +313,33 @@ func (d *daemon) stop() error {
 	return nil
 }
 
+// reload runs on a goroutine of its own (startReload), never on the run
+// loop: loading engines may take long, and the loop feeds the watchdog.
 func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 	d.notify.send("RELOADING=1", monotonicUsec())
-	d.notify.status("reloading configuration")
+	d.beginReload()
 	defer func() {
 		// The reload is over (RELOADING=1 needs its READY=1), whatever
 		// came of it: when a pipeline could not be restored, STATUS= says
-		// so and the watchdog pings stay withheld.
-		d.notify.send("READY=1")
-		d.refreshStatus()
+		// so and the watchdog pings stay withheld. Not when edged is
+		// stopping: it said STOPPING=1.
+		d.endReload()
+		if ctx.Err() == nil {
+			d.notify.send("READY=1")
+			d.refreshStatus()
+		}
 	}()
 	if cfg.Daemon.DeviceID != "" && cfg.Daemon.DeviceID != d.device {
 		d.log.Warn("daemon.device_id changed; the device id keeps until edged restarts", "running", d.device, "configured", cfg.Daemon.DeviceID)
 	}
 	cfg.Daemon.DeviceID = d.device
-	if config.Equal(d.cfg, cfg) && len(d.currentGraph().failed) == 0 {
+	base := d.currentGraph()
+	if config.Equal(base.cfg, cfg) && len(base.failed) == 0 {
 		d.log.Info("configuration unchanged; re-checking engine files")
 		d.triggerEngines()
 		return nil
 	}
-	old := d.cfg
+	old := base.cfg
 	if old.Daemon.MetricsListen != cfg.Daemon.MetricsListen {
 		d.log.Warn("daemon.metrics_listen changed; the metrics server keeps its address until edged restarts",
 			"running", old.Daemon.MetricsListen, "configured", cfg.Daemon.MetricsListen)
@@ -504,6 +538,10 @@ func (d *daemon) checkHealth() bool {
 // for its source, and a STATUS= line a person can read.
 func (d *daemon) refreshStatus() {
 	g := d.currentGraph()
+	if line, ok := d.reloadStatus(g); ok {
+		d.notify.status("%s", line) // never READY=1: the reload sends it when it is over
+		return
+	}
 	if g.transitional {
 		return // parts are being replaced; reload says so
 	}
@@ -514,8 +552,26 @@ func (d *daemon) refreshStatus() {
 	if len(g.pipelines) == 0 {
 		return // not built yet
 	}
-	allSettled := true
-	var parts []string
+	parts, allSettled := pipelineParts(g)
+	d.mu.Lock()
+	first := allSettled && !d.ready
+	if first {
+		d.ready = true
+	}
+	d.mu.Unlock()
+	line := strings.Join(parts, "; ")
+	if first {
+		d.log.Info("ready", "pipelines", len(g.pipelines), "status", line)
+		d.notify.ready("ready: " + line)
+		return
+	}
+	d.notify.status("%s", line)
+}
+
+// pipelineParts is what each pipeline of g is doing, for STATUS= (sorted),
+// and whether every one is running or waiting for its source.
+func pipelineParts(g *graph) (parts []string, allSettled bool) {
+	allSettled = true
 	for _, p := range g.pipelines {
 		st := pipelineState(p.state.Load())
 		switch st {
@@ -538,19 +594,7 @@ func (d *daemon) refreshStatus() {
 		}
 	}
 	sort.Strings(parts)
-	d.mu.Lock()
-	first := allSettled && !d.ready
-	if first {
-		d.ready = true
-	}
-	d.mu.Unlock()
-	line := strings.Join(parts, "; ")
-	if first {
-		d.log.Info("ready", "pipelines", len(g.pipelines), "status", line)
-		d.notify.ready("ready: " + line)
-		return
-	}
-	d.notify.status("%s", line)
+	return parts, allSettled
 }
 
 // failedStatus is the STATUS= line of a graph with failed pipelines.

@@ -20,9 +20,9 @@ import (
 // inference fails as after a sticky CUDA error), state/write (a last-good
 // copy fails with ENOSPC, as on a full disk), model/load (before a model
 // is loaded for a new graph). Actions: hang[:N] (from the Nth hit on,
-// block until the daemon stops), delay:DURATION, stall:DURATION (a delay
-// that ignores cancellation, as a TensorRT deserialisation or first
-// inference inside the library does), error[:N].
+// block until the daemon stops), delay:DURATION[:N], stall:DURATION[:N]
+// (a delay that ignores cancellation, as a TensorRT deserialisation or
+// first inference inside the library does), error[:N].
 // Unset in production, where a check is a nil-map test.
 var failpoints = parseFailpoints(os.Getenv("EDGED_FAILPOINTS"))
 
@@ -46,8 +46,11 @@ func parseFailpoints(s string) map[string]failAction {
 		kind, arg, _ := strings.Cut(action, ":")
 		a := failAction{kind: kind, after: 1, hits: new(atomic.Int64)}
 		if kind == "delay" || kind == "stall" {
-			a.delay, _ = time.ParseDuration(arg)
-		} else if n, err := strconv.ParseInt(arg, 10, 64); err == nil && n > 0 {
+			var d string
+			d, arg, _ = strings.Cut(arg, ":")
+			a.delay, _ = time.ParseDuration(d)
+		}
+		if n, err := strconv.ParseInt(arg, 10, 64); err == nil && n > 0 {
 			a.after = n
 		}
 		m[name] = a

@@ -203,6 +203,8 @@ func (d *daemon) start(ctx context.Context, c *config.Config) error {
 	if err != nil {
 		return err
 	}
+	d.structMu.Lock()
+	defer d.structMu.Unlock()
 	if ctx.Err() != nil { // stopped while preparing: start nothing
 		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
 		return ctx.Err()
@@ -223,11 +225,22 @@ func (d *daemon) reconfigure(ctx context.Context, c *config.Config) error {
 	if err != nil {
 		return err // nothing running was touched
 	}
+	// Only now is anything of the running graph touched, one change at a
+	// time: a stop asked for meanwhile wins, and this reload commits
+	// nothing.
+	d.structMu.Lock()
+	defer d.structMu.Unlock()
+	if ctx.Err() != nil {
+		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+		return ctx.Err()
+	}
+	d.setReloadStep("replacing what changed")
 	err = d.commit(base, next, reconfigReload)
 	if err == nil {
 		return nil
 	}
 	d.log.Error("new configuration failed to start; restoring the previous one", "err", err)
+	d.setReloadStep("restoring the previous configuration (%v)", err)
 	d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
 	restore, rerr := d.prepare(ctx, base, base.cfg, reconfigRestore)
 	if rerr != nil { // only a cancelled context gets here
@@ -428,6 +441,11 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mod
 			if m.backend, err = d.opts.Factories.Backend(bn, m.cfg, c); err != nil {
 				return nil, fmt.Errorf("%w: model %q: %w", config.ErrInvalid, name, err)
 			}
+		}
+		if m.path != "" {
+			d.setReloadStep("loading model %s from %s", name, m.path)
+		} else {
+			d.setReloadStep("loading model %s", name)
 		}
 		if failpoint(ctx, "model/load") {
 			return nil, fmt.Errorf("model %q: failpoint model/load", name)

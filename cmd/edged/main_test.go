@@ -80,6 +80,7 @@ type notifySocket struct {
 	conn *net.UnixConn
 	mu   sync.Mutex
 	msgs []string
+	at   []time.Time // when each of msgs arrived
 	got  chan struct{}
 }
 
@@ -99,8 +100,10 @@ func newNotifySocket(t *testing.T) *notifySocket {
 				return
 			}
 			n.mu.Lock()
+			now := time.Now()
 			for _, line := range strings.Split(string(buf[:k]), "\n") {
 				n.msgs = append(n.msgs, line)
+				n.at = append(n.at, now)
 			}
 			n.mu.Unlock()
 			select {
@@ -111,6 +114,19 @@ func newNotifySocket(t *testing.T) *notifySocket {
 	}()
 	t.Cleanup(func() { c.Close() })
 	return n
+}
+
+// times returns when each message equal to v arrived.
+func (n *notifySocket) times(v string) []time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []time.Time
+	for i, m := range n.msgs {
+		if m == v {
+			out = append(out, n.at[i])
+		}
+	}
+	return out
 }
 
 func (n *notifySocket) all() []string {

@@ -63,7 +63,18 @@ type Options struct {
 	// DynamicBatch leaves the batch dimension of the input and outputs
 	// dynamic ("batch"), for testing shape resolution in backends.
 	DynamicBatch bool
+	// SlowLoad n > 0 adds a subgraph of constants that ONNX Runtime
+	// folds when it loads the model: a SlowLoadSize² matrix expanded
+	// from one number, multiplied by itself n times; its mean, times 0,
+	// is added to the logits, so the results do not change. The file
+	// stays small (under 3 KB) while its load takes time in proportion
+	// to n: a model that is slow to load, for tests of what waits on a
+	// load.
+	SlowLoad int
 }
+
+// SlowLoadSize is the side of the matrices of Options.SlowLoad.
+const SlowLoadSize = 1024
 
 func (o Options) size() int {
 	if o.InputSize == 0 {
@@ -126,6 +137,12 @@ func (o Options) Validate() error {
 		if o.InputName == n {
 			errs = append(errs, fmt.Errorf("input name %q is used inside the graph; pick another", n))
 		}
+	}
+	if o.SlowLoad < 0 {
+		errs = append(errs, fmt.Errorf("slow load %d is negative", o.SlowLoad))
+	}
+	if o.SlowLoad > 0 && strings.HasPrefix(o.InputName, "slow_") {
+		errs = append(errs, fmt.Errorf("input name %q: names starting with slow_ are used inside the graph of a slow-load model", o.InputName))
 	}
 	if len(errs) == 0 {
 		return nil
@@ -204,6 +221,10 @@ func Build(o Options) ([]byte, error) {
 		n("Div", CentroidOutput, []string{"sum_xy", "sq_count_eps"}),
 	}
 
+	if o.SlowLoad > 0 {
+		consts, nodes = slowLoad(o.SlowLoad, consts, nodes)
+	}
+
 	var g pb.Msg
 	for _, nd := range nodes {
 		g = g.Bytes(pb.GraphNode, nd.Encode())
@@ -232,6 +253,38 @@ func Build(o Options) ([]byte, error) {
 		m = m.Bytes(pb.ModelMetadataProps, pb.Entry("edged.nan", "true"))
 	}
 	return m, nil
+}
+
+// slowLoad adds Options.SlowLoad's subgraph: the logits go through
+// logits + 0·mean(F^(k+1)), F the SlowLoadSize² matrix of 1/SlowLoadSize
+// (so every power of it is F again: no overflow), all of it constants
+// that ONNX Runtime's constant folding computes at load.
+func slowLoad(k int, consts []pb.Tensor, nodes []pb.Node) ([]pb.Tensor, []pb.Node) {
+	const side = SlowLoadSize
+	consts = append(consts,
+		pb.Tensor{Name: "slow_seed", Dims: []int64{1, 1}, Floats: []float32{1.0 / side}},
+		pb.Tensor{Name: "slow_shape", Dims: []int64{2}, Ints: []int64{side, side}},
+		pb.Tensor{Name: "slow_zero", Floats: []float32{0}},
+	)
+	node := func(op, out string, ins ...string) pb.Node {
+		return pb.Node{Op: op, Name: out, Inputs: ins, Outputs: []string{out}}
+	}
+	slow := []pb.Node{node("Expand", "slow_0", "slow_seed", "slow_shape")}
+	for i := 1; i <= k; i++ {
+		slow = append(slow, node("MatMul", fmt.Sprintf("slow_%d", i), fmt.Sprintf("slow_%d", i-1), "slow_0"))
+	}
+	mean := node("ReduceMean", "slow_mean", fmt.Sprintf("slow_%d", k))
+	mean.Attrs = []pb.Attr{pb.IntAttr("keepdims", 1)}
+	slow = append(slow, mean, node("Mul", "slow_nothing", "slow_mean", "slow_zero"), node("Add", "slow_logits", "logits", "slow_nothing"))
+	out := make([]pb.Node, 0, len(nodes)+len(slow))
+	for _, nd := range nodes {
+		if nd.Op == "Softmax" {
+			out = append(out, slow...)
+			nd.Inputs = []string{"slow_logits"}
+		}
+		out = append(out, nd)
+	}
+	return consts, out
 }
 
 // paletteWeights returns W [3,Classes] (row-major) and b [Classes] such that

@@ -110,6 +110,7 @@ var opset13 = map[string][2]int{ // op: {inputs, outputs}
 	"ReduceMin": {1, 1}, "ReduceSum": {2, 1}, "Greater": {2, 1}, "Cast": {1, 1},
 	"Sub": {2, 1}, "Mul": {2, 1}, "Add": {2, 1}, "Div": {2, 1}, "MatMul": {2, 1},
 	"Softmax": {1, 1}, "Concat": {2, 1},
+	"Expand": {2, 1}, "ReduceMean": {1, 1}, // SlowLoad's constants
 }
 
 // inspect decodes a model and checks that its graph is well formed: every
@@ -209,7 +210,7 @@ func TestDefaultIsBuild(t *testing.T) {
 }
 
 func TestStructure(t *testing.T) {
-	for _, o := range []Options{{}, {Permutation: 5}, {InputSize: 32}, {InputName: "pixels"}, {NaN: true}, {DynamicBatch: true}} {
+	for _, o := range []Options{{}, {Permutation: 5}, {InputSize: 32}, {InputName: "pixels"}, {NaN: true}, {DynamicBatch: true}, {SlowLoad: 3}} {
 		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
 			b, err := Build(o)
 			if err != nil {
@@ -247,7 +248,7 @@ func TestStructure(t *testing.T) {
 
 func TestDeterministicAndDistinct(t *testing.T) {
 	seen := map[string]string{}
-	for _, o := range []Options{{}, {Permutation: 1}, {Permutation: 7}, {InputSize: 32}, {InputName: "x"}, {NaN: true}, {DynamicBatch: true}} {
+	for _, o := range []Options{{}, {Permutation: 1}, {Permutation: 7}, {InputSize: 32}, {InputName: "x"}, {NaN: true}, {DynamicBatch: true}, {SlowLoad: 1}, {SlowLoad: 2}} {
 		a, err := Build(o)
 		if err != nil {
 			t.Fatal(err)
@@ -264,7 +265,7 @@ func TestDeterministicAndDistinct(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, o := range []Options{{Permutation: -1}, {Permutation: 8}, {InputSize: -3}, {InputSize: MaxSize + 1}, {InputName: "class"}, {InputName: "bg_mask"}, {InputName: "a\x00b"}, {InputName: "\xff"}} {
+	for _, o := range []Options{{Permutation: -1}, {Permutation: 8}, {InputSize: -3}, {InputSize: MaxSize + 1}, {InputName: "class"}, {InputName: "bg_mask"}, {InputName: "a\x00b"}, {InputName: "\xff"}, {SlowLoad: -1}, {SlowLoad: 1, InputName: "slow_1"}} {
 		if _, err := Build(o); !errors.Is(err, ErrOptions) {
 			t.Errorf("Build(%+v) = %v, want ErrOptions", o, err)
 		}
