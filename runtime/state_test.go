@@ -241,7 +241,7 @@ func TestLastGoodOnlyForItsModel(t *testing.T) {
 	sink = newRecordingSink()
 	d, _, _ := runDaemon(t, Options{Config: withModel("../../escape", good), Factories: testFactories(t, sink, backend)})
 	sink.waitResults(t, 3, 30*time.Second)
-	lg := d.d.graph.lastGood
+	lg := d.d.currentGraph().lastGood
 	waitFor(t, 30*time.Second, func() bool { return lg.writes.Load()+lg.writeErrors.Load() > 0 })
 	if lg.writes.Load() != 0 || lg.writeErrors.Load() != 1 {
 		t.Errorf("state writes ok %d error %d, want 0 and 1", lg.writes.Load(), lg.writeErrors.Load())
