@@ -84,7 +84,11 @@ type sinkEntry struct {
 	cfg config.Sink
 	// files identifies the content of the files the sink was built from
 	// (config.SinkFiles): a reload that changes them replaces the sink.
-	files  string
+	files string
+	// at is what the sink holds that another sink cannot hold at the same
+	// time (sinkHolds): built from the same configuration, a sink with
+	// the same at must wait until this one is stopped.
+	at     string
 	sink   Sink
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -190,7 +194,7 @@ func (d *daemon) run(ctx context.Context) error {
 		defer stopMetrics()
 	}
 
-	if err := d.startSinks(d.cfg); err != nil {
+	if err := d.startSinks(d.cfg, nil); err != nil {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
 	}
@@ -361,14 +365,12 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 
 // startSinks starts the sinks of c, keeping running sinks whose
 // configuration did not change (their clients stay connected) and stopping
-// sinks that are gone or changed.
-func (d *daemon) startSinks(c *config.Config) error {
-	keep := map[string]bool{}
-	for _, s := range c.Sinks {
-		if e, ok := d.sinks[s.Name]; ok && e.same(c, &s) {
-			keep[s.Name] = true
-		}
-	}
+// sinks that are gone or changed. early holds the sinks of c already built
+// while the running ones served (buildEarlySinks); they are put in place
+// first, then the others are built, each after the sink it replaces
+// stopped.
+func (d *daemon) startSinks(c *config.Config, early map[string]*sinkEntry) error {
+	keep := d.keptSinks(c)
 	deadline := time.Now().Add(c.Daemon.StopTimeout.Duration)
 	for name, e := range d.sinks {
 		if !keep[name] {
@@ -378,35 +380,20 @@ func (d *daemon) startSinks(c *config.Config) error {
 			d.mu.Unlock()
 		}
 	}
+	for name, e := range early {
+		d.runSink(e)
+		delete(early, name)
+	}
 	for i := range c.Sinks {
 		sc := c.Sinks[i]
-		if keep[sc.Name] {
+		if keep[sc.Name] || d.sinks[sc.Name] != nil {
 			continue
 		}
-		s, err := d.opts.Factories.Sink(&sc, c, d.inherited(c, &sc), d.control)
+		e, err := d.buildSink(c, &sc)
 		if err != nil {
-			return fmt.Errorf("sink %q: %w", sc.Name, err)
+			return err
 		}
-		if ss, ok := s.(interface {
-			SetStatusFunc(func(event, reason string))
-		}); ok {
-			// A sink that reports its own state (MQTT: sink_up, sink_down,
-			// sink_queue_degraded) does so on every sink.
-			name := sc.Name
-			ss.SetStatusFunc(func(event, reason string) { d.publishStatus(event, "", name, reason) })
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		e := &sinkEntry{cfg: sc, files: c.SinkFiles(&sc), sink: s, cancel: cancel, done: make(chan struct{})}
-		go func() {
-			defer close(e.done)
-			if err := s.Run(ctx); err != nil {
-				d.log.Error("sink failed", "sink", sc.Name, "err", err)
-			}
-		}()
-		d.mu.Lock()
-		d.sinks[sc.Name] = e
-		d.mu.Unlock()
-		d.log.Info("sink started", "sink", sc.Name, "kind", sc.Kind)
+		d.runSink(e)
 	}
 	return nil
 }

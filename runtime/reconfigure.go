@@ -239,6 +239,11 @@ func (d *daemon) reconfigure(ctx context.Context, c *config.Config) error {
 	if err == nil {
 		return nil
 	}
+	var untouched untouchedError
+	if errors.As(err, &untouched) {
+		d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+		return untouched.error // nothing was stopped: nothing to restore
+	}
 	d.log.Error("new configuration failed to start; restoring the previous one", "err", err)
 	d.setReloadStep("restoring the previous configuration (%v)", err)
 	d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
@@ -504,6 +509,16 @@ func cmpErr(a, b error) error {
 // commit replaces base by next (see reconfig). On error (not in restore
 // mode) the caller releases next and restores base.
 func (d *daemon) commit(base, next *graph, mode reconfig) error {
+	// New resources first, while everything runs: a sink that cannot be
+	// built (a socket that cannot be bound) stops nothing (sinks.go).
+	early, err := d.buildEarlySinks(next.cfg)
+	if err != nil {
+		if mode != reconfigRestore {
+			return untouchedError{err}
+		}
+		d.log.Error("sink cannot be restored", "err", err)
+	}
+	defer closeSinks(early) // those not put in place
 	deadline := time.Now().Add(next.cfg.Daemon.StopTimeout.Duration)
 	in := next.parts()
 	var stopping []*pipeline
@@ -545,7 +560,7 @@ func (d *daemon) commit(base, next *graph, mode reconfig) error {
 			}
 		}
 	}
-	if err := d.startSinks(next.cfg); err != nil {
+	if err := d.startSinks(next.cfg, early); err != nil {
 		if mode != reconfigRestore {
 			return err
 		}
