@@ -179,7 +179,7 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		p.log.Info("optional source absent; waiting for it", "source", sc.Name, "device", sc.Device, "err", err)
 		p.state.Store(int32(stateWaiting))
 	} else {
-		p.sourceUpEvent()
+		p.sourceUpEvent(p.rs.started())
 		p.log.Info("pipeline started", "source", sc.Name, "format", p.src.Format().String(), "model", pc.Model,
 			"input", fmt.Sprintf("%dx%dx%d", p.c, p.h, p.w), "schedule", pc.Schedule)
 		p.logDecoder()
@@ -519,43 +519,61 @@ func (g *graph) triggerEngines() {
 }
 
 // runSensor supervises one serial sensor: samples go into its ring; on
-// failure it closes the device and retries with capped, jittered backoff.
+// failure it closes the device and retries with capped, jittered backoff,
+// announcing as a camera's capture loop does (restarts).
 func (d *daemon) runSensor(ctx context.Context, e *sensorEntry) {
 	log := d.log.With("source", e.cfg.Name)
-	failures := 0
-	var errs rateLog
+	var rs restarts
+	if e.up.Load() {
+		rs.started() // startSensor opened it
+	} else {
+		rs.downOut = true // absent at start: its first start is announced
+	}
 	for ctx.Err() == nil {
 		if !e.up.Load() {
 			if err := e.src.Start(ctx); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				delay := backoff.Restart.Delay(failures)
-				failures++
-				errs.log(log, "sensor start failed; retrying", "retry_in", delay.Round(time.Millisecond).String(), "err", err)
+				delay := rs.startFailed()
+				rs.errs.log(log, "sensor start failed; retrying", "retry_in", delay.Round(time.Millisecond).String(), "err", err)
 				if !backoff.Sleep(ctx, delay) {
 					return
 				}
 				continue
 			}
 			e.up.Store(true)
-			failures = 0
-			log.Info("sensor up", "event", "source_up")
-			d.publishStatus("source_up", "", e.cfg.Name, "")
+			if rs.started() {
+				log.Info("sensor up", "event", "source_up")
+				d.publishStatus("source_up", "", e.cfg.Name, "")
+			}
 		}
+		var err error
 		for {
-			s, err := e.src.Next(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				e.up.Store(false)
-				log.Warn("sensor down", "event", "source_down", "err", err)
-				d.publishStatus("source_down", "", e.cfg.Name, err.Error())
-				e.src.Close()
+			var s sensors.Sample
+			if s, err = e.src.Next(ctx); err != nil {
 				break
 			}
+			if rs.delivering() {
+				log.Info("sensor up", "event", "source_up")
+				d.publishStatus("source_up", "", e.cfg.Name, "")
+			}
 			e.ring.Push(s)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.up.Store(false)
+		announce, delay := rs.ended()
+		if announce {
+			log.Warn("sensor down", "event", "source_down", "err", err)
+			d.publishStatus("source_down", "", e.cfg.Name, err.Error())
+		} else {
+			rs.errs.log(log, "sensor failed again soon after it started; retrying", "retry_in", delay.Round(time.Millisecond).String(), "err", err)
+		}
+		e.src.Close()
+		if delay > 0 && !backoff.Sleep(ctx, delay) {
+			return
 		}
 	}
 }

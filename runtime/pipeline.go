@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edged-dev/edged/internal/backoff"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/postprocess"
 	"github.com/edged-dev/edged/runtime/preprocess"
@@ -95,6 +94,7 @@ type pipeline struct {
 	met   pipelineMetrics // histograms, made by bind before the first frame
 	rate  rateMeter
 	errs  rateLog
+	rs    restarts     // the source's restarts (the capture goroutine; startPipeline before it)
 	skips rateLog      // frames the source skipped (sensors.ErrSkipped)
 	life  pipelineLife // reload keys and the two goroutines (graph.go)
 	perf  perfWatch    // achieved against requested frame rate (perf.go)
@@ -121,6 +121,10 @@ func (a poolAdapter) TryGet() (sensors.Slot, bool) {
 	}
 	return s, true
 }
+
+// SlotSize is the bytes of each slot (a replay refuses at Start frames
+// that do not fit).
+func (a poolAdapter) SlotSize() int { return a.p.SlotSize() }
 
 func (a poolAdapter) Get(ctx context.Context) (sensors.Slot, error) {
 	s, err := a.p.Get(ctx)
@@ -183,39 +187,42 @@ func (m *mailbox) drain() {
 }
 
 // capture supervises the source: it delivers frames, and on failure closes
-// the source, waits with capped, jittered backoff and starts it again.
+// the source, waits with capped, jittered backoff and starts it again
+// (restarts: a source that fails at once after every start backs off as
+// one that cannot be started, and is announced once).
 func (p *pipeline) capture(ctx context.Context) {
-	failures := 0
 	for ctx.Err() == nil {
 		if !p.sourceUp.Load() {
 			if err := p.src.Start(ctx, poolAdapter{p.pool}); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				d := backoff.Restart.Delay(failures)
-				failures++
-				p.errs.log(p.log, "source start failed; retrying", "source", p.scfg.Name, "retry_in", d.Round(time.Millisecond).String(), "err", err)
+				d := p.rs.startFailed()
+				p.rs.errs.log(p.log, "source start failed; retrying", "source", p.scfg.Name, "retry_in", d.Round(time.Millisecond).String(), "err", err)
 				p.setWaiting(err)
 				if !p.sleep(ctx, d) {
 					return
 				}
 				continue
 			}
-			failures = 0
-			p.sourceUpEvent()
+			p.sourceUpEvent(p.rs.started())
 			p.logDecoder()
 		}
 		err := p.deliver(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		p.sourceDownEvent(err)
+		announce, d := p.rs.ended()
+		p.sourceDownEvent(err, announce, d)
 		p.src.Close()
 		if errors.Is(err, sensors.ErrEOF) {
 			// A finite replay ended: nothing more will come, and waiting
 			// for nothing is not a stall.
 			for p.sleep(ctx, time.Hour) {
 			}
+			return
+		}
+		if d > 0 && !p.sleep(ctx, d) {
 			return
 		}
 	}
@@ -238,6 +245,9 @@ func (p *pipeline) deliver(ctx context.Context) error {
 		}
 		p.stampCapture()
 		p.stats.captured.Add(1)
+		if p.rs.delivering() {
+			p.announceUp() // a flapping source has been stable long enough
+		}
 		if f.Flags&(sensors.FlagError|sensors.FlagShort) != 0 {
 			f.Slot.Release()
 			p.stats.droppedCorrupt.Add(1)
@@ -298,17 +308,27 @@ func (p *pipeline) setWaiting(err error) {
 	p.host.refreshStatus()
 }
 
-func (p *pipeline) sourceUpEvent() {
+// sourceUpEvent records a start of the source; announce: it is news
+// (restarts.started), logged and sent to the sinks as source_up.
+func (p *pipeline) sourceUpEvent(announce bool) {
 	p.sourceUp.Store(true)
 	p.stats.reconnects.Add(1)
-	if p.stats.reconnects.Load() > 1 {
-		p.log.Info("source up", "source", p.scfg.Name, "event", "source_up", "format", p.src.Format().String())
-		p.host.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
+	if announce {
+		p.announceUp()
 	}
 	p.host.refreshStatus()
 }
 
-func (p *pipeline) sourceDownEvent(err error) {
+func (p *pipeline) announceUp() {
+	p.log.Info("source up", "source", p.scfg.Name, "event", "source_up", "format", p.src.Format().String())
+	p.host.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
+}
+
+// sourceDownEvent records the end of a run of the source (err: why);
+// announce: it is news (restarts.ended), logged and sent as source_down;
+// otherwise the source fails again while it is down, and that is logged
+// at most once per 10 s with the delay before the next start, retry.
+func (p *pipeline) sourceDownEvent(err error, announce bool, retry time.Duration) {
 	p.sourceUp.Store(false)
 	p.published.Store(false)
 	p.state.Store(int32(stateWaiting))
@@ -316,8 +336,13 @@ func (p *pipeline) sourceDownEvent(err error) {
 	if err != nil {
 		reason = err.Error()
 	}
-	p.log.Warn("source down", "source", p.scfg.Name, "event", "source_down", "err", err)
-	p.host.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
+	if announce {
+		p.log.Warn("source down", "source", p.scfg.Name, "event", "source_down", "err", err)
+		p.host.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
+	} else {
+		p.rs.errs.log(p.log, "source failed again soon after it started; retrying", "source", p.scfg.Name,
+			"retry_in", retry.Round(time.Millisecond).String(), "err", err)
+	}
 	p.host.refreshStatus()
 }
 

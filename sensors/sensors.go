@@ -36,6 +36,11 @@ type Slot interface {
 
 // SlotPool hands out frame buffers. Get blocks until a slot is free or ctx
 // is done.
+//
+// A pool that also has a method SlotSize() int (the bytes of each slot)
+// lets a source whose frame size is only known once it starts (a
+// recording, replaced since the pool was made) refuse at Start frames the
+// slots cannot hold, instead of failing at every Next.
 type SlotPool interface {
 	Get(ctx context.Context) (Slot, error)
 }

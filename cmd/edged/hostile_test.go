@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,5 +226,129 @@ func TestRecordedPauseIsNotAStall(t *testing.T) {
 	}
 	if code, took := d.stop(t); code != 0 || took > 3*time.Second {
 		t.Errorf("exit %d after %v", code, took)
+	}
+}
+
+// recordFrames writes a recording of n w×h YUYV frames 10 ms apart to
+// path, in place (the same inode when it exists, as an editor or cp does).
+func recordFrames(t *testing.T, path string, w, h, n int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	format := sensors.Format{Width: w, Height: h, Pixel: sensors.YUYV}
+	rec, err := replay.NewRecorder(f, format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, format.FrameSize())
+	for i := range n {
+		if err := rec.WriteFrame(frame, int64(i)*int64(10*time.Millisecond), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cpuTime is the CPU time process pid has used (user + system).
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command name (which may hold spaces): state is
+	// field 3, utime 14 and stime 15, in clock ticks (USER_HZ, 100).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// TestReplacedRecordingBacksOff: a looping recording overwritten in place
+// by one of larger frames than its slots hold. Before, the source started,
+// failed on its first frame and was started again at once: 384,721
+// restarts in 10 s, 10 CPU-seconds, 150 MB of log, 835,000 status records
+// to one client. Every restart path backs off now: a start that fails and
+// a run that ends soon after its start both grow the delay (100 ms doubling
+// to 2 s), the client gets a handful of status records for the whole
+// episode (source_down, and no source_up until the source runs again),
+// the log says it at most once per 10 s, and when the recording is put
+// back results flow again.
+func TestReplacedRecordingBacksOff(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "cam.edgedraw")
+	recordFrames(t, rec, 64, 48, 10)
+	cfg, sock, metrics := replayConfig(t, dir, rec, "loop = true", "")
+	n := newNotifySocket(t)
+	d := start(t, lib, cfg, sock, "NOTIFY_SOCKET="+n.path, watchdog15s)
+	n.waitFor(t, "READY=1", 30*time.Second, func(m []string) bool { return index(m, "READY=1") >= 0 })
+	r := readRecords(t, sock)
+	r.results(t, "p", 0, 5)
+	starts0 := scrape(t, metrics, `edged_source_starts_total{source="cam"}`)
+	logged := len(d.stderr.String())
+	cpu0 := cpuTime(t, d.cmd.Process.Pid)
+	from := r.len()
+
+	recordFrames(t, rec, 128, 96, 10) // four times the slot
+	// Past one 10 s log window and one 2 s delay: the second "start
+	// failed" line, which says how many attempts were not logged, is out.
+	const watch = 13 * time.Second
+	time.Sleep(watch)
+
+	starts := scrape(t, metrics, `edged_source_starts_total{source="cam"}`) - starts0
+	cpu := cpuTime(t, d.cmd.Process.Pid) - cpu0
+	status, downs := 0, 0
+	for _, rec := range r.since(from) {
+		if rec.Type == "status" {
+			status++
+			if rec.Event == "source_down" {
+				downs++
+			}
+		}
+	}
+	log := d.stderr.String()[logged:]
+	t.Logf("in %v: %v source starts, %d status records (%d source_down), %d bytes of log, %v of CPU\n%s", watch, starts, status, downs, len(log), cpu, log)
+	// Start refuses frames the slots cannot hold; were it to start, the
+	// first frame would fail: either way at most about 12 attempts in 13 s
+	// (100 ms doubling to 2 s, each from its upper half).
+	if starts > 12 {
+		t.Errorf("%v source starts in %v", starts, watch)
+	}
+	attempts := 1
+	if m := regexp.MustCompile(`source start failed; retrying.* suppressed=(\d+)`).FindStringSubmatch(log); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		attempts += n + 1
+	} else {
+		t.Errorf("no second \"source start failed\" line with a suppressed count after 10 s:\n%s", log)
+	}
+	if attempts < 4 || attempts > 14 {
+		t.Errorf("%d start attempts in %v", attempts, watch)
+	}
+	if downs != 1 || status > 2 {
+		t.Errorf("%d status records (%d source_down) for one episode:\n%v", status, downs, r.since(from))
+	}
+	if lines := strings.Count(log, "\n"); lines > 4 {
+		t.Errorf("%d log lines in %v:\n%s", lines, watch, log)
+	}
+	if !strings.Contains(log, "do not fit the slots of 6144 bytes") {
+		t.Errorf("the log does not say why:\n%s", log)
+	}
+	if cpu > 2*time.Second {
+		t.Errorf("%v of CPU in %v", cpu, watch)
+	}
+
+	// The recording put back (same frame size as the slots): results again.
+	at := r.len()
+	recordFrames(t, rec, 64, 48, 10)
+	r.results(t, "p", at, 5)
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }

@@ -364,14 +364,17 @@ func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.L
 			Format: s.Format, QueueLen: s.Queue, MaxFrameBytes: s.MaxFrameBytes, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
 			OnEvent: func(ev stream.SerialEvent) {
 				switch ev.Kind {
+				// Each kind at most once per 10 s: a port that opens and
+				// fails at once, over and over, cannot flood the journal
+				// (its state is edged_serial_up).
 				case stream.SerialOpened:
-					slog.Info("serial port open", "event", "serial_up")
+					rl.log(slog, logInfo, "opened", "serial port open", "event", "serial_up")
 				case stream.SerialOpenFailed:
 					rl.log(slog, logWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
 				case stream.SerialLost:
-					slog.Warn("serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+					rl.log(slog, logWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
 				case stream.SerialStalled:
-					slog.Warn("serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
+					rl.log(slog, logWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
 				}
 			},
 		})

@@ -52,3 +52,36 @@ func TestSleep(t *testing.T) {
 		t.Errorf("Sleep took %v to see the cancel", took)
 	}
 }
+
+// TestRetry: failed starts and short runs both grow the delay; only a run
+// that lasted Reset clears it, and the start after such a run is at once.
+func TestRetry(t *testing.T) {
+	r := Retry{Policy: Policy{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond, Reset: 50 * time.Millisecond}}
+	if d := r.Failed(); d < 5*time.Millisecond || d > 10*time.Millisecond {
+		t.Fatalf("first failure: %v", d)
+	}
+	for i, want := range []time.Duration{20, 40, 40} { // started, then failed at once: a short run
+		r.Started()
+		if r.Stable() {
+			t.Fatal("stable at once")
+		}
+		want *= time.Millisecond
+		if d := r.Ended(); d < want/2 || d > want {
+			t.Fatalf("short run %d: wait %v, want within [%v, %v]", i, d, want/2, want)
+		}
+	}
+	if r.Failures() != 4 {
+		t.Fatalf("failures %d, want 4", r.Failures())
+	}
+	r.Started()
+	time.Sleep(60 * time.Millisecond)
+	if !r.Stable() {
+		t.Fatal("a run of 60 ms is not stable with Reset 50 ms")
+	}
+	if d := r.Ended(); d != 0 || r.Failures() != 0 {
+		t.Fatalf("after a healthy run: wait %v, failures %d", d, r.Failures())
+	}
+	if d := r.Ended(); d < 5*time.Millisecond || d > 10*time.Millisecond { // ended without a start: a failure
+		t.Fatalf("Ended without Started: %v", d)
+	}
+}

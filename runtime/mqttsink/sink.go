@@ -169,6 +169,13 @@ type Sink struct {
 	closeOnce    sync.Once
 	flushBy      atomic.Int64
 
+	// retry paces reconnects (autopaho's goroutine asks, OnConnectionUp
+	// starts a run): a broker that accepts the connection and drops it at
+	// once is reconnected to later each time, not at once.
+	retryMu sync.Mutex
+	retry   backoff.Retry
+	wasUp   bool // a connection came up since the last reconnect began
+
 	statusMu sync.Mutex
 	statusFn func(event, reason string)
 	// early holds what the sink announced before SetStatusFunc (a connect
@@ -250,6 +257,7 @@ func New(o Options) (*Sink, error) {
 	s.q, s.seq, s.recovered = q, rep.LastSeq, rep.Records
 
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.retry.Policy = backoff.Policy{Min: o.BackoffMin, Max: o.BackoffMax, Reset: max(backoff.Restart.Reset, o.BackoffMax)}
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{o.URL},
 		TlsCfg:                        o.TLS,
@@ -257,16 +265,11 @@ func New(o Options) (*Sink, error) {
 		CleanStartOnInitialConnection: true,
 		SessionExpiryInterval:         0,
 		ConnectTimeout:                o.ConnectTimeout,
-		ReconnectBackoff: func(attempt int) time.Duration {
-			if attempt == 0 {
-				return 0
-			}
-			return backoff.Policy{Min: o.BackoffMin, Max: o.BackoffMax}.Delay(attempt - 1)
-		},
-		AttemptConnection: s.dial,
-		ConnectUsername:   o.Username,
-		ConnectPassword:   o.Password,
-		WillMessage:       &paho.WillMessage{Retain: true, QoS: 1, Topic: s.statusTop, Payload: []byte(PayloadOffline)},
+		ReconnectBackoff:              s.reconnectDelay,
+		AttemptConnection:             s.dial,
+		ConnectUsername:               o.Username,
+		ConnectPassword:               o.Password,
+		WillMessage:                   &paho.WillMessage{Retain: true, QoS: 1, Topic: s.statusTop, Payload: []byte(PayloadOffline)},
 		// Every connection starts a clean session: the queue's cursor, not
 		// the broker's session, decides what is resent.
 		ConnectPacketBuilder: func(c *paho.Connect, _ *url.URL) (*paho.Connect, error) {
@@ -274,6 +277,10 @@ func New(o Options) (*Sink, error) {
 			return c, nil
 		},
 		OnConnectionUp: func(*autopaho.ConnectionManager, *paho.Connack) {
+			s.retryMu.Lock()
+			s.retry.Started()
+			s.wasUp = true
+			s.retryMu.Unlock()
 			s.connected.Store(true)
 			s.connects.Add(1)
 			s.wake(s.wakeP)
@@ -468,6 +475,25 @@ func classify(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrConnect, err)
+}
+
+// reconnectDelay is autopaho's ReconnectBackoff: the wait before
+// connection attempt n (0: the first after start or after a drop). The
+// first connection is attempted at once, and so is the first after a
+// connection that lasted; a connection dropped soon after it came up
+// counts as a failed attempt, so a broker that accepts and drops at once
+// is retried as one that refuses: BackoffMin doubling to BackoffMax.
+func (s *Sink) reconnectDelay(attempt int) time.Duration {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if attempt > 0 {
+		return s.retry.Failed()
+	}
+	if !s.wasUp {
+		return 0 // the first connection
+	}
+	s.wasUp = false
+	return s.retry.Ended()
 }
 
 func (s *Sink) connectFailed(err error) {

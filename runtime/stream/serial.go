@@ -417,11 +417,6 @@ func (s *Serial) event(ev SerialEvent) {
 	}
 }
 
-// backoff is the delay before open attempt n (0-based).
-func (s *Serial) backoff(n int) time.Duration {
-	return backoff.Policy{Min: s.opts.BackoffMin, Max: s.opts.BackoffMax}.Delay(n)
-}
-
 // sleep waits d or until Close; false means Close.
 func (s *Serial) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -438,7 +433,11 @@ func (s *Serial) sleep(d time.Duration) bool {
 func (s *Serial) supervise() {
 	defer close(s.runDone)
 	var abandoned <-chan struct{} // a stalled writer still blocked in write(2)
-	failures, opened := 0, false
+	opened := false
+	// A failed open and a port that fails soon after it opened both back
+	// off, up to BackoffMax: a port that opens and fails at once cannot
+	// spin.
+	retry := backoff.Retry{Policy: backoff.Policy{Min: s.opts.BackoffMin, Max: s.opts.BackoffMax, Reset: backoff.Restart.Reset}}
 	for {
 		if abandoned != nil {
 			// Never open the port again while a write on the old one may
@@ -459,8 +458,7 @@ func (s *Serial) supervise() {
 		p, err := s.openPort()
 		if err != nil {
 			s.openErrors.Add(1)
-			d := s.backoff(failures)
-			failures++
+			d := retry.Failed()
 			s.event(SerialEvent{Kind: SerialOpenFailed, Err: err, Retry: d})
 			if !s.sleep(d) {
 				return
@@ -471,6 +469,7 @@ func (s *Serial) supervise() {
 			s.reconnects.Add(1)
 		}
 		opened = true
+		retry.Started()
 		s.up.Store(true)
 		s.event(SerialEvent{Kind: SerialOpened})
 		stuck, err, stopped := s.serve(p)
@@ -491,10 +490,13 @@ func (s *Serial) supervise() {
 			s.event(SerialEvent{Kind: kind, Err: err})
 			return
 		}
-		// A port that opened and then failed is retried from the
-		// shortest delay, but not in a tight loop.
-		failures = 1
-		d := s.backoff(0)
+		// A port that served a while is retried from the shortest delay
+		// (never at once); one that failed soon after it opened, later
+		// each time.
+		d := retry.Ended()
+		if d == 0 {
+			d = retry.Policy.Delay(0)
+		}
 		s.event(SerialEvent{Kind: kind, Err: err, Retry: d})
 		if !s.sleep(d) {
 			return

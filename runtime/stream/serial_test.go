@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -607,5 +608,44 @@ func TestSerialReaderHangupIsEOF(t *testing.T) {
 	}
 	if _, got := (serialReader{errPort{err: syscall.EBADF}}).Read(make([]byte, 8)); !errors.Is(got, syscall.EBADF) {
 		t.Errorf("read failing with EBADF: %v", got)
+	}
+}
+
+// failingPort opens fine and fails every write at once: a port whose
+// adapter hangs up as soon as it is opened.
+type failingPort struct{ serial.Port }
+
+func (failingPort) Write([]byte) (int, error) { return 0, syscall.EIO }
+func (failingPort) Close() error              { return nil }
+
+// TestSerialPortThatFailsAtOnceBacksOff: before, a port that opened and
+// then failed was reopened after the shortest delay every time (10 to 20
+// a second, each logged); now a port that fails soon after it opened backs
+// off like one that cannot be opened: BackoffMin doubling to BackoffMax.
+func TestSerialPortThatFailsAtOnceBacksOff(t *testing.T) {
+	s, err := newSerial(SerialOptions{Device: "/dev/ttyFlaky", Baud: 115200, BackoffMin: 20 * time.Millisecond, BackoffMax: 320 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opens atomic.Int64
+	s.open = func(string, *serial.Mode) (serial.Port, error) {
+		opens.Add(1)
+		return failingPort{}, nil
+	}
+	go s.supervise()
+	defer s.Close()
+	stop := time.After(2 * time.Second)
+	for done := false; !done; {
+		select {
+		case <-stop:
+			done = true
+		case <-time.After(5 * time.Millisecond):
+			s.Publish(result("p", 1)) // something to write
+		}
+	}
+	// 20, 40, 80, 160, 320, 320, ... ms, each from its upper half: at most
+	// about 12 opens in 2 s (the shortest delay every time: up to 200).
+	if n := opens.Load(); n < 3 || n > 14 {
+		t.Errorf("%d opens in 2 s of a port that fails at once", n)
 	}
 }

@@ -193,8 +193,20 @@ func (fr *frameReader) readHeader() error {
 	return nil
 }
 
-// reset starts reading from the first record again.
-func (fr *frameReader) reset() error { return fr.readHeader() }
+// reset starts reading from the first record again. A header that is
+// not the one read before (the file was overwritten in place with another
+// recording) is sensors.ErrFormat: the frames would not be what Format
+// says.
+func (fr *frameReader) reset() error {
+	was := fr.hdr
+	if err := fr.readHeader(); err != nil {
+		return err
+	}
+	if fr.hdr != was {
+		return fmt.Errorf("%w: the recording was replaced while it was replayed: it is %s now, it was %s", sensors.ErrFormat, fr.hdr.Format, was.Format)
+	}
+	return nil
+}
 
 // next reads the next record into dst; io.EOF at a clean end.
 func (fr *frameReader) next(dst []byte) (Record, error) {
@@ -220,7 +232,7 @@ func (fr *frameReader) nextHeader(dstLen int) (Record, error) {
 		return Record{}, err
 	}
 	if rec.Length > dstLen {
-		return Record{}, fmt.Errorf("replay: frame of %d bytes does not fit a slot of %d: size the pool with Format().FrameSize()", rec.Length, dstLen)
+		return Record{}, fmt.Errorf("%w: frame of %d bytes does not fit a slot of %d: the slots were sized for a recording of smaller frames (size the pool with Format().FrameSize())", sensors.ErrFormat, rec.Length, dstLen)
 	}
 	fr.off += recordSize
 	return rec, nil

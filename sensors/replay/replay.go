@@ -193,6 +193,14 @@ func (s *Source) Start(ctx context.Context, pool sensors.SlotPool) error {
 	if s.opts.FPS > 0 {
 		s.format.FPS = s.opts.FPS
 	}
+	if ps, ok := pool.(interface{ SlotSize() int }); ok && s.format.FrameSize() > ps.SlotSize() {
+		s.closeFiles()
+		if s.mj != nil {
+			s.mj.Close()
+		}
+		return s.errorf("%w: %s: its %s frames of %d bytes do not fit the slots of %d bytes, which were sized for the recording as it was when the pipeline started",
+			sensors.ErrFormat, s.opts.Path, s.format, s.format.FrameSize(), ps.SlotSize())
+	}
 	s.run.Begin()
 	s.next, s.played, s.pool, s.started = time.Time{}, 0, pool, true
 	return nil
@@ -538,6 +546,20 @@ func (s *Source) pace(ctx context.Context, delta int64) error {
 	return err
 }
 
+// closeFiles closes the recording (or forgets the folder's list).
+func (s *Source) closeFiles() error {
+	var err error
+	if s.file != nil {
+		if s.fr.fill != nil {
+			s.fr.fill.close()
+		}
+		err = s.file.Close()
+		s.file, s.fr, s.hasPend = nil, nil, false
+	}
+	s.images = nil
+	return err
+}
+
 // Pacing implements sensors.Pacer: Next is waiting for the recorded time
 // (or the fixed rate) of its next frame, however far away it is.
 func (s *Source) Pacing() bool { return s.pacing.Load() }
@@ -555,15 +577,7 @@ func (s *Source) Close() error {
 	s.started = false
 	s.run.End()
 	s.pool = nil
-	var err error
-	if s.file != nil {
-		if s.fr.fill != nil {
-			s.fr.fill.close()
-		}
-		err = s.file.Close()
-		s.file, s.fr, s.hasPend = nil, nil, false
-	}
-	s.images = nil
+	err := s.closeFiles()
 	if s.mj != nil {
 		s.mj.Close()
 	}

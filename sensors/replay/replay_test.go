@@ -528,3 +528,37 @@ func TestLongRecordedGapsArePacing(t *testing.T) {
 		}
 	}
 }
+
+// TestReplacedRecording: a looping recording overwritten in place with
+// another recording is an error at the rewind (its frames would not be
+// what Format says), and a Start on frames larger than the pool's slots
+// is refused with sensors.ErrFormat instead of failing every Next.
+func TestReplacedRecording(t *testing.T) {
+	path, _ := record(t, 3, 10, sensors.GREY)
+	s, _ := startReplay(t, Options{Name: "rp", Path: path, FreeRun: true, Loop: true}, 2, 64*48)
+	for range 3 {
+		next(t, s).Slot.Release()
+	}
+	// In place: the same inode, as cp or an editor writes it.
+	other, _ := record(t, 1, 10, sensors.YUYV) // shorter than what was read: the next Next rewinds
+	b := readFile(t, other)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrFormat) || !strings.Contains(err.Error(), "replaced while it was replayed") {
+		t.Fatalf("Next after the recording was replaced: %v", err)
+	}
+	s.Close()
+	if err := s.Start(context.Background(), sensorstest.NewHeapPool(2, 64*48)); !errors.Is(err, sensors.ErrFormat) || !strings.Contains(err.Error(), "do not fit the slots of 3072 bytes") {
+		t.Fatalf("Start on frames larger than the slots: %v", err)
+	}
+	pool := sensorstest.NewHeapPool(2, 64*48*2)
+	if err := s.Start(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	if f := next(t, s); f.Format.Pixel != sensors.YUYV {
+		t.Fatalf("after a restart: %v", f.Format)
+	} else {
+		f.Slot.Release()
+	}
+}

@@ -117,6 +117,17 @@ func (p *Pool) Leased() int { return int(p.leased.Load()) }
 // Gets is the number of successful Get calls so far.
 func (p *Pool) Gets() uint64 { return p.gets.Load() }
 
+// SlotSize is the bytes of each slot (the smallest, were they to differ).
+func (p *Pool) SlotSize() int {
+	n := -1
+	for _, sl := range p.slots {
+		if n < 0 || len(sl.buf) < n {
+			n = len(sl.buf)
+		}
+	}
+	return max(n, 0)
+}
+
 // Len is the number of slots.
 func (p *Pool) Len() int { return len(p.slots) }
 
