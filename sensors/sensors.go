@@ -26,6 +26,13 @@ var (
 	// kind edged does not decode): the error names it, and the source goes
 	// on; call Next again.
 	ErrSkipped = errors.New("sensors: frame skipped")
+	// ErrGeometry from Start or Next means the source's frames no longer
+	// fit the slots of the pool it was started with (a network camera
+	// switched to a larger resolution mid-stream): the caller closes the
+	// source, makes a pool of slots of the size its SlotSize method now
+	// reports, and starts it again. Frames of a new size that still fit
+	// are simply delivered: each Frame carries its own Format.
+	ErrGeometry = errors.New("sensors: frames outgrew their slots")
 )
 
 // Slot is a leased frame buffer. Release returns it to its pool.
@@ -80,6 +87,34 @@ const (
 	FlagCopied                    // data was copied into the slot (MMAP fallback, decoding)
 )
 
+// CaptureClock says where a frame's TCapture comes from.
+type CaptureClock uint8
+
+// The capture clocks.
+const (
+	// ClockLocal: the device's own timestamp on CLOCK_MONOTONIC (V4L2's
+	// buffer time), or edged's clock when it made the frame (synthetic,
+	// replay).
+	ClockLocal CaptureClock = iota
+	// ClockSenderReport: a network camera's sampling time, from the RTP
+	// timestamp and the camera's last RTCP sender report, mapped onto
+	// CLOCK_MONOTONIC at the report's arrival.
+	ClockSenderReport
+	// ClockArrival: when the frame's first packet arrived (a network
+	// camera that has sent no sender report yet).
+	ClockArrival
+)
+
+func (c CaptureClock) String() string {
+	switch c {
+	case ClockSenderReport:
+		return "sender_report"
+	case ClockArrival:
+		return "arrival"
+	}
+	return "local"
+}
+
 // Frame is one captured image in a leased slot.
 type Frame struct {
 	Seq      uint64 // per-source sequence number, starting at 0 for the first frame
@@ -93,6 +128,9 @@ type Frame struct {
 	Flags     uint32
 	Format    Format
 	Slot      Slot
+	// Clock says where TCapture comes from (ClockLocal for every source
+	// but network cameras).
+	Clock CaptureClock
 }
 
 // Data is the frame's valid bytes.
