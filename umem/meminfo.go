@@ -48,6 +48,10 @@ func ReadMeminfo(procRoot string) (Meminfo, error) {
 	return m, nil
 }
 
+// ParseMeminfo parses the text of /proc/meminfo, read by the caller (the
+// board monitor reads it through its own procfs root).
+func ParseMeminfo(b []byte) (Meminfo, error) { return parseMeminfo(b) }
+
 // parseMeminfo parses lines of the form "MemAvailable:   123456 kB".
 // Unknown keys are ignored; MemTotal and MemAvailable are required.
 func parseMeminfo(b []byte) (Meminfo, error) {
