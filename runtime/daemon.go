@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edged-dev/edged/runtime/board"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt"
@@ -61,6 +62,10 @@ type daemon struct {
 	// reload's commit (and its restore) and stop. A reload prepares its
 	// graph without it (loading engines may take long), then takes it.
 	structMu sync.Mutex
+
+	// board reads the board's health every few seconds (boardhealth.go),
+	// from run until stop; sysfs, procfs and rootfs are chosen once.
+	board *board.Monitor
 
 	// mu protects the fields below. They are written only by the run
 	// goroutine and the reload it runs (start, SIGHUP reloads, stop, one
@@ -118,6 +123,7 @@ func New(opts Options) (*Daemon, error) {
 		stalled:   map[string]bool{},
 	}
 	d.graph = newGraph(d, opts.Config) // never nil: empty until Run builds it
+	d.board = d.newBoardMonitor()
 	d.reloadSeconds = prometheus.NewHistogramVec(histogramOpts("edged_engine_reload_seconds",
 		"Hot-reload transactions that staged an engine, from reading the file to the outcome, by model and result (ok, or the rejection reason).",
 		reloadBuckets, nil), []string{"model", "result"})
@@ -198,6 +204,8 @@ func (d *daemon) run(ctx context.Context) error {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
 	}
+	d.board.Start() // after the sinks: a board already hot at start is announced
+	defer d.board.Close()
 	if err := d.startOrStop(ctx); err != nil {
 		d.stopSinks(time.Now().Add(d.cfg.Daemon.StopTimeout.Duration))
 		return err
@@ -306,6 +314,7 @@ func (d *daemon) stop() error {
 	g := d.currentGraph()
 	d.setGraph(newGraph(d, g.cfg), false)
 	d.release(g, d.currentGraph(), deadline) // logs what did not stop in time
+	d.board.Close()
 	var errs []error
 	if err := d.stopSinks(deadline); err != nil {
 		errs = append(errs, err)
@@ -347,6 +356,9 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 	if old.Daemon.MetricsListen != cfg.Daemon.MetricsListen {
 		d.log.Warn("daemon.metrics_listen changed; the metrics server keeps its address until edged restarts",
 			"running", old.Daemon.MetricsListen, "configured", cfg.Daemon.MetricsListen)
+	}
+	if o, n := old.Daemon, cfg.Daemon; o.Sysfs != n.Sysfs || o.Procfs != n.Procfs || o.Rootfs != n.Rootfs {
+		d.log.Warn("daemon.sysfs, procfs or rootfs changed; the board is read where it was until edged restarts", "reading", d.board.Paths())
 	}
 	if o, n := old.GPU, cfg.GPU; o.Device != n.Device || o.Memory != n.Memory || o.Strict != n.Strict {
 		d.log.Warn("gpu.device, gpu.memory or gpu.strict changed; the device and memory strategy are chosen once and keep until edged restarts")
@@ -547,6 +559,9 @@ func (d *daemon) refreshStatus() {
 	}
 	d.mu.Unlock()
 	line := strings.Join(parts, "; ")
+	if b := d.boardStatus(); b != "" {
+		line += "; " + b
+	}
 	if first {
 		d.log.Info("ready", "pipelines", len(g.pipelines), "status", line)
 		d.notify.ready("ready: " + line)
@@ -573,7 +588,13 @@ func pipelineParts(g *graph) (parts []string, allSettled bool) {
 			if gen != nil {
 				info = fmt.Sprintf(" model %s gen %d %s", gen.Model, gen.Number, gen.SHAPrefix())
 			}
-			if fps := p.fps(); fps > 0 {
+			if t := p.throttledStatus(); t != "" {
+				// The correlation: "p: 18 of 30 fps, gpu-thermal throttling at 98.5 °C".
+				if info != "" {
+					info = "," + info
+				}
+				parts = append(parts, fmt.Sprintf("%s: %s%s%s", p.cfg.Name, t, info, p.slowStatus()))
+			} else if fps := p.fps(); fps > 0 {
 				parts = append(parts, fmt.Sprintf("%s %.1f fps%s%s", p.cfg.Name, fps, info, p.slowStatus()))
 			} else {
 				parts = append(parts, fmt.Sprintf("%s producing results%s%s", p.cfg.Name, info, p.slowStatus()))

@@ -129,6 +129,7 @@ func (d *daemon) newRegistry() *prometheus.Registry {
 		collectors.NewBuildInfoCollector(),
 		d.reloadSeconds,
 		daemonCollector{d},
+		d.board.Collector(),
 	)
 	return reg
 }

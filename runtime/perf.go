@@ -13,6 +13,10 @@ const (
 	perfWindow   = 5 * time.Second // rates are compared over windows this long
 	slowFraction = 0.5             // achieved below this fraction of the requested rate is slow
 	busyFraction = 0.8             // an inference loop busy this much of a window is the bottleneck
+	// While a thermal zone throttles, a pipeline below this fraction of
+	// its requested rate says so with the zone: the clocks are slowed, so
+	// a smaller shortfall than slowFraction is worth relating to it.
+	throttledFraction = 0.9
 )
 
 // perfWatch measures a pipeline's frame rate window by window. The
@@ -21,9 +25,10 @@ const (
 type perfWatch struct {
 	busyNs, frames atomic.Int64 // time in process and frames processed, written by the inference loop
 
-	mu   sync.Mutex
-	from perfSample // start of the current window; zero: none yet
-	slow string     // why the rate is far below the request; "" while it is not
+	mu        sync.Mutex
+	from      perfSample // start of the current window; zero: none yet
+	slow      string     // why the rate is far below the request; "" while it is not
+	throttled string     // "18 of 30 fps, gpu-thermal throttling at 98.5 °C" while below the request as the board throttles
 }
 
 type perfSample struct {
@@ -45,16 +50,20 @@ func (p *pipeline) perfSample(now int64) perfSample {
 }
 
 // slowness returns why the pipeline is far below its requested rate (""
-// when it is not, or cannot be told yet) and whether that changed. It is
-// called by the run goroutine; a window ends every perfWindow.
-func (p *pipeline) slowness(now int64) (why string, changed bool) {
+// when it is not, or cannot be told yet) and whether that, or its relation
+// to throttling, changed. throttle says which zones throttle now ("" when
+// none: "gpu-thermal throttling at 98.5 °C"). It is called by the run
+// goroutine; a window ends every perfWindow.
+func (p *pipeline) slowness(now int64, throttle string) (why string, changed bool) {
 	w := &p.perf
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	requested := p.scfg.FPS
 	if requested <= 0 || pipelineState(p.state.Load()) != stateRunning {
 		w.from = perfSample{} // waiting, or no rate asked for: start afresh
-		return w.slow, false
+		changed = w.throttled != ""
+		w.throttled = ""
+		return w.slow, changed
 	}
 	if w.from.t == 0 {
 		w.from = p.perfSample(now)
@@ -79,8 +88,12 @@ func (p *pipeline) slowness(now int64) (why string, changed bool) {
 		why = slowReason(requested, achieved, float64(to.captured-from.captured)/secs,
 			float64(to.busyNs-from.busyNs)/float64(to.t-from.t), frameMs, inferMs)
 	}
-	changed = (why == "") != (w.slow == "")
-	w.slow = why
+	throttled := ""
+	if throttle != "" && achieved < throttledFraction*requested {
+		throttled = fmt.Sprintf("%.0f of %g fps, %s", achieved, requested, throttle)
+	}
+	changed = (why == "") != (w.slow == "") || (throttled == "") != (w.throttled == "")
+	w.slow, w.throttled = why, throttled
 	return why, changed
 }
 
@@ -101,26 +114,54 @@ func slowReason(requested, achieved, captured, busy, frameMs, inferMs float64) s
 }
 
 // checkRates looks at every running pipeline's rate; a pipeline that
-// becomes slow, or recovers, is logged and shows in STATUS=.
+// becomes slow, or recovers, is logged and shows in STATUS=, and so is one
+// below its requested rate while the board throttles.
 func (d *daemon) checkRates() {
 	g := d.currentGraph()
 	now := monoNow()
+	throttle := d.throttleNote()
 	changed := false
 	for _, p := range g.pipelines {
-		why, c := p.slowness(now)
+		wasSlow, wasThrottled := p.perfState()
+		why, c := p.slowness(now, throttle)
 		if !c {
 			continue
 		}
 		changed = true
-		if why != "" {
+		slow, throttled := p.perfState()
+		switch {
+		case slow != wasSlow && why != "":
 			p.log.Warn("pipeline far below its requested frame rate", "source", p.scfg.Name, "because", why)
-		} else {
+		case slow != wasSlow:
 			p.log.Info("pipeline back at its requested frame rate", "source", p.scfg.Name, "fps", p.scfg.FPS)
+		}
+		switch {
+		case throttled != wasThrottled && throttled:
+			p.log.Warn("pipeline below its requested frame rate while the board throttles", "source", p.scfg.Name, "rate", p.throttledStatus())
+		case throttled != wasThrottled:
+			p.log.Info("pipeline no longer below its requested frame rate while the board throttles", "source", p.scfg.Name)
 		}
 	}
 	if changed {
 		d.refreshStatus()
 	}
+}
+
+// perfState says whether the pipeline is slow, and whether it is below
+// its requested rate while the board throttles.
+func (p *pipeline) perfState() (slow, throttled bool) {
+	p.perf.mu.Lock()
+	defer p.perf.mu.Unlock()
+	return p.perf.slow != "", p.perf.throttled != ""
+}
+
+// throttledStatus is "18 of 30 fps, gpu-thermal throttling at 98.5 °C"
+// while the pipeline is below its requested rate as the board throttles
+// ("" otherwise).
+func (p *pipeline) throttledStatus() string {
+	p.perf.mu.Lock()
+	defer p.perf.mu.Unlock()
+	return p.perf.throttled
 }
 
 // slowStatus is the STATUS= addition of a slow pipeline ("" otherwise).

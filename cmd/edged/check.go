@@ -99,6 +99,8 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "        TensorRT: %v\n", err)
 	}
 
+	checkBoard(stdout, cfg, ok, warn)
+
 	fmt.Fprintln(stdout, "preprocessing:")
 	for i := range cfg.Pipelines {
 		checkPreprocess(w, cfg, &cfg.Pipelines[i], ok, warn, fail)

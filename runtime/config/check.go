@@ -59,6 +59,9 @@ func (c *Config) applyDefaults() {
 	if d.MaxModelBytes == 0 {
 		d.MaxModelBytes = DefaultMaxModelBytes
 	}
+	def(&d.Sysfs, "/sys")
+	def(&d.Procfs, "/proc")
+	def(&d.Rootfs, "/")
 	def(&c.GPU.Memory, string(umem.StrategyAuto))
 	if c.GPU.NVJPEGHardware == nil {
 		c.GPU.NVJPEGHardware = new(bool)
@@ -360,6 +363,11 @@ func (c *Config) validate(k *checker) []Problem {
 		k.add("daemon.max_model_bytes", "must be at least 1048576 (1 MiB): it is the largest model file edged reads, in bytes")
 	}
 	checkMetricsListen(k, d.MetricsListen)
+	for _, f := range []struct{ key, v string }{{"sysfs", d.Sysfs}, {"procfs", d.Procfs}, {"rootfs", d.Rootfs}} {
+		if !filepath.IsAbs(f.v) {
+			k.add("daemon."+f.key, "%q must be an absolute path (where edged reads the board's health)", f.v)
+		}
+	}
 	if _, err := umem.ParseStrategy(c.GPU.Memory); err != nil {
 		k.add("gpu.memory", "%q is not one of \"auto\", \"managed\", \"pinned\", \"mapped\", \"device\", \"host\"", c.GPU.Memory)
 	}

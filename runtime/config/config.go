@@ -59,6 +59,12 @@ type Daemon struct {
 	// in MQTT topics; "" = /etc/machine-id, else the host name (chosen by
 	// the daemon at start).
 	DeviceID string `toml:"device_id"`
+	// Sysfs, Procfs and Rootfs are where the board's health is read
+	// (runtime/board): /sys, /proc and / unless a container mounts the
+	// host's elsewhere.
+	Sysfs  string `toml:"sysfs"`
+	Procfs string `toml:"procfs"`
+	Rootfs string `toml:"rootfs"`
 }
 
 // GPU is the [gpu] table.

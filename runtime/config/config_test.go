@@ -208,6 +208,8 @@ kind = "socket"
 			[]string{`:18:1: sink[0].url: missing: an mqtt sink needs url`}},
 		{"device id with a slash", strings.Replace(base, `[[source]]`, "[daemon]\ndevice_id = \"a/b\"\n\n[[source]]", 1),
 			[]string{`:3:13: daemon.device_id: "a/b" must not contain /`}},
+		{"relative board paths", strings.Replace(base, `[[source]]`, "[daemon]\nsysfs = \"host/sys\"\nrootfs = \"\"\nprocfs = \"/host/proc\"\n\n[[source]]", 1),
+			[]string{`:3:9: daemon.sysfs: "host/sys" must be an absolute path`}},
 		{"bad duration", strings.Replace(base, `[[source]]`, "[daemon]\nstop_timeout = \"soon\"\n\n[[source]]", 1),
 			[]string{`:3:16: daemon.stop_timeout: `, `invalid duration "soon"`}},
 		{"detector keys", strings.Replace(base, `[[sink]]`, "[[pipeline.postprocess]]\noutput = \"det\"\nkind = \"detections\"\nformat = \"yolo\"\noutputs = [\"a\", \"b\"]\n\n"+
