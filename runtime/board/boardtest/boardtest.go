@@ -1,11 +1,13 @@
 package boardtest
 
 import (
+	"embed"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
-	goruntime "runtime"
+	"strings"
 	"testing"
 )
 
@@ -34,21 +36,27 @@ type Tree struct {
 	tb    testing.TB
 }
 
+// trees holds testdata/: embedded, so a test binary built anywhere (with
+// -trimpath, or cross-built and copied to a board) has them.
+//
+//go:embed testdata
+var trees embed.FS
+
 // Copy copies board's tree into a new temporary folder of tb.
 func Copy(tb testing.TB, name string) *Tree {
 	tb.Helper()
-	src := filepath.Join(Testdata(), name)
+	src := path.Join("testdata", name)
 	dst := tb.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(trees, src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, src), "/")
+		target := filepath.Join(dst, filepath.FromSlash(rel))
 		if d.IsDir() {
 			return os.MkdirAll(target, 0o755)
 		}
-		b, err := os.ReadFile(p)
+		b, err := trees.ReadFile(p)
 		if err != nil {
 			return err
 		}
@@ -59,12 +67,6 @@ func Copy(tb testing.TB, name string) *Tree {
 	}
 	return &Tree{Dir: dst, tb: tb, Paths: Paths{
 		Sys: filepath.Join(dst, "sys"), Proc: filepath.Join(dst, "proc"), Root: filepath.Join(dst, "root")}}
-}
-
-// Testdata is the folder of the trees.
-func Testdata() string {
-	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "testdata")
 }
 
 // Write replaces the file at rel (relative to Dir: "sys/class/…") with
