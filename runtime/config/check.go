@@ -63,6 +63,7 @@ func (c *Config) applyDefaults() {
 	def(&d.Procfs, "/proc")
 	def(&d.Rootfs, "/")
 	def(&c.GPU.Memory, string(umem.StrategyAuto))
+	def(&c.GPU.TensorRTPlugins, PluginsAuto)
 	if c.GPU.NVJPEGHardware == nil {
 		c.GPU.NVJPEGHardware = new(bool)
 		*c.GPU.NVJPEGHardware = true
@@ -94,7 +95,12 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	for i := range c.Models {
-		def(&c.Models[i].Backend, "auto")
+		m := &c.Models[i]
+		def(&m.Backend, "auto")
+		if m.DLACore == nil {
+			m.DLACore = new(int)
+			*m.DLACore = -1
+		}
 	}
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
@@ -209,6 +215,17 @@ func (c *Config) applyDefaults() {
 		}
 	}
 }
+
+// Values of [gpu] tensorrt_plugins besides a path.
+const (
+	PluginsAuto = "auto"
+	PluginsOff  = "off"
+)
+
+// MaxDLACore bounds [[model]] dla_core: Jetson modules have at most two
+// DLA cores; whether the one named is there is checked against the
+// device.
+const MaxDLACore = 7
 
 // MQTT sink defaults.
 const (
@@ -374,6 +391,9 @@ func (c *Config) validate(k *checker) []Problem {
 	if c.GPU.Device < 0 {
 		k.add("gpu.device", "must not be negative")
 	}
+	if p := c.GPU.TensorRTPlugins; p != PluginsAuto && p != PluginsOff && strings.TrimSpace(p) != p {
+		k.add("gpu.tensorrt_plugins", "%q: want \"auto\", \"off\" or the path of libnvinfer_plugin", p)
+	}
 
 	names := func(n int, f func(int) string) []string {
 		out := make([]string, n)
@@ -514,6 +534,7 @@ func (c *Config) checkModel(k *checker, i int) {
 	if m.Threads < 0 {
 		k.add(at("threads"), "must not be negative")
 	}
+	c.checkTensorRTKeys(k, i)
 	switch name, builtin := m.Builtin(); {
 	case m.Path == "":
 		k.add(fmt.Sprintf("model[%d]", i), "missing path (a .onnx, .engine or .plan file, or \"builtin:demo\")")
@@ -524,6 +545,36 @@ func (c *Config) checkModel(k *checker, i int) {
 	default:
 		if _, err := ModelBackend(m); err != nil {
 			k.add(at("path"), "%v", err)
+		}
+	}
+}
+
+// checkTensorRTKeys checks the keys only TensorRT engines use: plugins
+// and dla_core (the files themselves are checked by CheckFiles, the DLA
+// cores by edged check and at load against the device).
+func (c *Config) checkTensorRTKeys(k *checker, i int) {
+	m := &c.Models[i]
+	at := func(key string) string { return fmt.Sprintf("model[%d].%s", i, key) }
+	backend, err := ModelBackend(m)
+	trtModel := err == nil && backend == "tensorrt"
+	if dla := m.DLA(); dla < -1 || dla > MaxDLACore {
+		k.add(at("dla_core"), "%d: want -1 (the GPU) or a DLA core number, 0 or 1 on Jetson Orin and Xavier", dla)
+	} else if dla >= 0 && err == nil && !trtModel {
+		k.add(at("dla_core"), "model %q runs on %s; only TensorRT engines run on a DLA core (build one with trtexec --useDLACore=%d)", m.Name, backend, dla)
+	}
+	seen := map[string]int{}
+	for j, p := range m.Plugins {
+		switch {
+		case strings.TrimSpace(p) == "":
+			k.add(at("plugins"), "plugins[%d] is empty: want the path of a TensorRT plugin library (.so)", j)
+		case err == nil && !trtModel:
+			k.add(at("plugins"), "model %q runs on %s; plugins are TensorRT plugin libraries", m.Name, backend)
+			return
+		default:
+			if d, dup := seen[c.Resolve(p)]; dup {
+				k.add(at("plugins"), "plugins[%d] is plugins[%d] again", j, d)
+			}
+			seen[c.Resolve(p)] = j
 		}
 	}
 }
@@ -555,6 +606,7 @@ func (c *Config) CheckFiles() error {
 		}
 		f.Close()
 	}
+	c.checkPluginFiles(k)
 	for i := range c.Sinks {
 		s := &c.Sinks[i]
 		for _, f := range s.files() {
@@ -569,6 +621,33 @@ func (c *Config) CheckFiles() error {
 	}
 	sortProblems(k.probs)
 	return &Error{Problems: k.probs}
+}
+
+// checkPluginFiles checks the TensorRT plugin libraries the configuration
+// names as edged checks them before loading one (trt.CheckPluginFile):
+// each model's plugins, and [gpu] tensorrt_plugins when it is a path and a
+// model runs on TensorRT.
+func (c *Config) checkPluginFiles(k *checker) {
+	usesTensorRT := false
+	for i := range c.Models {
+		m := &c.Models[i]
+		if b, err := ModelBackend(m); err == nil && b == "tensorrt" {
+			usesTensorRT = true
+		}
+		for j, pl := range m.Plugins {
+			if strings.TrimSpace(pl) == "" {
+				continue // said by checkTensorRTKeys
+			}
+			if err := trt.CheckPluginFile(c.Resolve(pl), c.Daemon.MaxModelBytes); err != nil {
+				k.add(fmt.Sprintf("model[%d].plugins", i), "plugins[%d]: %v", j, err)
+			}
+		}
+	}
+	if p := c.GPU.TensorRTPlugins; p != PluginsAuto && p != PluginsOff && usesTensorRT {
+		if err := trt.CheckPluginFile(c.Resolve(p), c.Daemon.MaxModelBytes); err != nil {
+			k.add("gpu.tensorrt_plugins", "%v", err)
+		}
+	}
 }
 
 // errCause strips the path from an *os.PathError for messages that already

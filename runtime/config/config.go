@@ -73,6 +73,11 @@ type GPU struct {
 	Memory          string `toml:"memory"`
 	Strict          bool   `toml:"strict"`
 	TensorRTLibrary string `toml:"tensorrt_library"`
+	// TensorRTPlugins is "auto" (libnvinfer_plugin.so.<major>, TensorRT's
+	// standard plugins, loaded and initialised before any engine is
+	// deserialised, where it is installed), "off", or the path of the
+	// library to use instead.
+	TensorRTPlugins string `toml:"tensorrt_plugins"`
 	NVRTCLibrary    string `toml:"nvrtc_library"`   // NVRTC for the preprocessing kernels; "" = search
 	NVJPEGLibrary   string `toml:"nvjpeg_library"`  // nvJPEG for MJPEG cameras; "" = search
 	NVJPEGHardware  *bool  `toml:"nvjpeg_hardware"` // batches on the JPEG engines where the GPU has them; default true
@@ -119,6 +124,20 @@ type Model struct {
 	Reload            *bool  `toml:"reload"`
 	Threads           int    `toml:"threads"`
 	VersionCompatible bool   `toml:"version_compatible"`
+	// Plugins are custom TensorRT plugin libraries the engine's layers
+	// need, loaded before it is deserialised.
+	Plugins []string `toml:"plugins"`
+	// DLACore runs the engine on a DLA core (Jetson Orin and Xavier): -1
+	// (the default) the GPU, 0 or 1 the DLA core the engine was built for.
+	DLACore *int `toml:"dla_core"`
+}
+
+// DLA returns the DLA core the model runs on, -1 for the GPU.
+func (m *Model) DLA() int {
+	if m.DLACore == nil {
+		return -1
+	}
+	return *m.DLACore
 }
 
 // ReloadEnabled reports whether the model file is watched (default true).

@@ -114,6 +114,9 @@ kind = "socket"
 	}
 	fm, mm := full.Models[0], minimal.Models[0]
 	fm.Reload, mm.Reload = nil, nil
+	if len(fm.Plugins) == 0 && len(mm.Plugins) == 0 {
+		fm.Plugins, mm.Plugins = nil, nil // plugins = [] and no plugins are the same
+	}
 	if !reflect.DeepEqual(fm, mm) || !full.Models[0].ReloadEnabled() || !minimal.Models[0].ReloadEnabled() {
 		t.Errorf("[[model]] defaults differ: %+v vs %+v", fm, mm)
 	}
@@ -220,6 +223,12 @@ kind = "socket"
 				`:28:11: pipeline[0].postprocess[1].sigmoid: applies to kind`}},
 		{"keypoints kind", strings.Replace(base, `[[sink]]`, "[[pipeline.postprocess]]\noutput = \"pose\"\nkind = \"keypoints\"\nscore_threshold = 2.0\n\n[[sink]]", 1),
 			[]string{`:21:19: pipeline[0].postprocess[0].score_threshold: must be between 0 and 1`}},
+		{"tensorrt keys on an onnx model", strings.Replace(base, `path = "builtin:demo"`, "path = \"builtin:demo\"\ndla_core = 0\nplugins = [\"libx.so\"]", 1),
+			[]string{`:11:12: model[0].dla_core: model "demo" runs on onnx; only TensorRT engines run on a DLA core`,
+				`:12:11: model[0].plugins: model "demo" runs on onnx; plugins are TensorRT plugin libraries`}},
+		{"dla core out of range", strings.Replace(base, `path = "builtin:demo"`, "path = \"m.engine\"\ndla_core = 9\nplugins = [\"a.so\", \"\", \"./a.so\"]", 1),
+			[]string{`:11:12: model[0].dla_core: 9: want -1 (the GPU) or a DLA core number`, `:12:11: model[0].plugins: plugins[1] is empty`,
+				`:12:11: model[0].plugins: plugins[2] is plugins[0] again`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -353,6 +362,62 @@ kind = "socket"
 	}
 	if got := cfg.Resolve("models/x.engine"); got != filepath.Join(dir, "models/x.engine") {
 		t.Errorf("Resolve: %s", got)
+	}
+}
+
+// Plugin libraries are checked with the model files: a regular ELF file,
+// owned by root or edged's user, writable by no one else, within
+// max_model_bytes; [gpu] tensorrt_plugins too when it is a path.
+func TestPluginFiles(t *testing.T) {
+	dir := t.TempDir()
+	elf := append([]byte("\x7fELF"), make([]byte, 60)...)
+	os.WriteFile(filepath.Join(dir, "m.engine"), []byte("ftrt"), 0o644)
+	os.WriteFile(filepath.Join(dir, "libgood.so"), elf, 0o644)
+	os.WriteFile(filepath.Join(dir, "libopen.so"), elf, 0o644)
+	os.Chmod(filepath.Join(dir, "libopen.so"), 0o666)
+	text := `
+[gpu]
+tensorrt_plugins = "nope/libnvinfer_plugin.so.10"
+[[source]]
+name = "cam0"
+kind = "synthetic"
+width = 64
+height = 48
+[[model]]
+name = "m"
+path = "m.engine"
+plugins = ["libgood.so", "libopen.so", "missing.so"]
+[[pipeline]]
+name = "p"
+source = "cam0"
+model = "m"
+sinks = ["s"]
+[[sink]]
+name = "s"
+kind = "socket"
+`
+	f := filepath.Join(dir, "edged.toml")
+	os.WriteFile(f, []byte(text), 0o644)
+	cfg, err := LoadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.CheckFiles()
+	if err == nil || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("accepted: %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		f + ":3:20: gpu.tensorrt_plugins: trt: unusable plugin library: " + filepath.Join(dir, "nope/libnvinfer_plugin.so.10") + ": no such file or directory",
+		f + ":12:11: model[0].plugins: plugins[1]: trt: unusable plugin library: " + filepath.Join(dir, "libopen.so") + ": mode 0666",
+		f + ":12:11: model[0].plugins: plugins[2]: trt: unusable plugin library: " + filepath.Join(dir, "missing.so") + ": no such file",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "libgood.so") {
+		t.Errorf("a good plugin was refused:\n%s", msg)
 	}
 }
 
