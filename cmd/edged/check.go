@@ -95,6 +95,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if lib, err := tensorrt.Probe(cfg.GPU.TensorRTLibrary); err == nil {
 		ok("TensorRT: %s; this edged was built against TensorRT headers %s", lib, tensorrt.HeaderVersion())
+		checkDLA(cfg, ok, fail)
 	} else {
 		fmt.Fprintf(stdout, "        TensorRT: %v\n", err)
 	}
@@ -172,7 +173,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		for _, pc := range users {
 			start := time.Now()
-			sig, md, backend, err := checkModel(ctx, w, cfg, m, pc, alloc)
+			sig, md, backend, plugins, err := checkModel(ctx, w, cfg, m, pc, alloc)
 			if err != nil {
 				c := exitConfig
 				if errors.Is(err, trt.ErrMemory) {
@@ -186,6 +187,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
 			if !seen {
 				fmt.Fprintf(stdout, "        model %s: %s\n", m.Name, md)
+				if plugins != "" {
+					fmt.Fprintf(stdout, "        model %s: TensorRT plugins: %s\n", m.Name, plugins)
+				}
 			}
 			if pc == nil {
 				continue
@@ -214,6 +218,24 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stdout, "not runnable on this machine now: a device, the GPU or memory is missing (exit 1)")
 	}
 	return code
+}
+
+// checkDLA says how many DLA cores TensorRT finds on this module, and
+// refuses a model's dla_core that is not among them.
+func checkDLA(cfg *config.Config, ok func(string, ...any), fail func(int, string, ...any)) {
+	n, err := tensorrt.DLACores(cfg.GPU.TensorRTLibrary)
+	if err != nil {
+		ok("TensorRT DLA cores: not known (%v)", err)
+		return
+	}
+	ok("TensorRT DLA cores: %d", n)
+	for i := range cfg.Models {
+		m := &cfg.Models[i]
+		if core := m.DLA(); core >= n {
+			fail(exitConfig, "%s", cfg.Problem(fmt.Sprintf("model[%d].dla_core", i), "model %q runs on DLA core %d, but this module has %d DLA cores%s",
+				m.Name, core, n, map[bool]string{true: "", false: fmt.Sprintf(" (0 to %d)", n-1)}[n == 0]))
+		}
+	}
 }
 
 // checkMemory compares what the configuration's frame pools and engines
@@ -288,11 +310,13 @@ func checkDevice(p string) error {
 // checkModel loads model m for pipeline pc (nil: for none) as the daemon
 // loads it at start (runtime.LoadEngine: the model file through the
 // reload transaction's checks, every engine through its staging step,
-// warm-up included) and returns the engine's signature and backend.
-func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (trt.Signature, *trt.Metadata, string, error) {
+// warm-up included) and returns the engine's signature, what its file
+// says about itself, the backend and, for TensorRT, the plugin libraries
+// loaded.
+func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (sig trt.Signature, md *trt.Metadata, backend, plugins string, err error) {
 	name, err := config.ModelBackend(m)
 	if err != nil {
-		return trt.Signature{}, nil, "", err
+		return trt.Signature{}, nil, "", "", err
 	}
 	if _, builtin := m.Builtin(); name == "tensorrt" && !builtin {
 		// The engine header says which TensorRT built it; check it against
@@ -300,31 +324,34 @@ func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Mo
 		// named even where this edged cannot load engines.
 		data, err := readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
 		if err != nil {
-			return trt.Signature{}, nil, "", err
+			return trt.Signature{}, nil, "", "", err
 		}
 		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
 		if perr == nil {
 			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
-				return trt.Signature{}, nil, "", err
+				return trt.Signature{}, nil, "", "", err
 			}
 		} else if _, err := plan.Parse(data); err != nil {
-			return trt.Signature{}, nil, "", err
+			return trt.Signature{}, nil, "", "", err
 		}
 	}
 	be, err := w.backend(name, m, cfg)
 	if err != nil {
-		return trt.Signature{}, nil, "", err
+		return trt.Signature{}, nil, "", "", err
 	}
 	if c, ok := be.(io.Closer); ok {
 		defer c.Close()
 	}
 	hot, err := edruntime.LoadEngine(ctx, cfg, m, pc, be, alloc)
 	if err != nil {
-		return trt.Signature{}, nil, "", err
+		return trt.Signature{}, nil, "", "", err
 	}
 	defer hot.Close()
 	e := hot.Current().Engine
-	return trt.SignatureOf(e), trt.MetadataOf(e), be.Name(), nil
+	if p, ok := be.(interface{ Plugins() string }); ok {
+		plugins = p.Plugins()
+	}
+	return trt.SignatureOf(e), trt.MetadataOf(e), be.Name(), plugins, nil
 }
 
 // checkPreprocess says where a pipeline will preprocess: with a CUDA

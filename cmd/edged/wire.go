@@ -94,7 +94,7 @@ func (w *wiring) backend(name string, m *config.Model, c *config.Config) (trt.Ba
 			return nil, fmt.Errorf("%w: TensorRT needs a CUDA GPU, and this daemon runs with memory strategy %q (%s)",
 				trt.ErrBackend, placeStrategy(place), placeReason(place))
 		}
-		return newTensorRT(w.log.With("model", m.Name), place, c.GPU.TensorRTLibrary, m.VersionCompatible, c.Daemon.LogLevel == "debug")
+		return newTensorRT(w.log.With("model", m.Name), place, m, c)
 	}
 	return nil, fmt.Errorf("%w: unknown backend %q", trt.ErrBackend, name)
 }

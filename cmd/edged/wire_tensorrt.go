@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/tensorrt"
 	"github.com/edged-dev/edged/umem"
@@ -26,26 +29,44 @@ type trtBackend struct {
 // newTensorRT opens libnvinfer for one model. In builds without the
 // tensorrt tag tensorrt.New explains that (and names the libnvinfer this
 // machine has).
-func newTensorRT(log *slog.Logger, place *umem.Placement, library string, versionCompatible, debug bool) (trt.Backend, error) {
+func newTensorRT(log *slog.Logger, place *umem.Placement, m *config.Model, c *config.Config) (trt.Backend, error) {
 	worker, err := place.Device.NewWorker()
 	if err != nil {
 		return nil, err
 	}
 	level := tensorrt.SeverityWarning
-	if debug {
+	if c.Daemon.LogLevel == "debug" {
 		level = tensorrt.SeverityInfo
 	}
-	b, err := tensorrt.New(tensorrt.Options{
-		Library:           library,
-		VersionCompatible: versionCompatible,
+	o := tensorrt.Options{
+		Library:           c.GPU.TensorRTLibrary,
+		VersionCompatible: m.VersionCompatible,
 		GPU:               tensorrt.UmemGPU(place.Device, worker),
 		LogLevel:          level,
-	})
+		StandardPlugins:   c.GPU.TensorRTPlugins,
+		UseDLA:            m.DLA() >= 0,
+		DLACore:           m.DLA(),
+		MaxPluginBytes:    c.Daemon.MaxModelBytes,
+	}
+	if p := o.StandardPlugins; p != config.PluginsAuto && p != config.PluginsOff {
+		o.StandardPlugins = c.Resolve(p)
+	}
+	for _, p := range m.Plugins {
+		o.Plugins = append(o.Plugins, c.Resolve(p))
+	}
+	b, err := tensorrt.New(o)
 	if err != nil {
 		worker.Close()
+		if errors.Is(err, tensorrt.ErrDLA) || errors.Is(err, tensorrt.ErrPlugin) {
+			// The configuration names a DLA core this module does not
+			// have, or a plugin library that does not load: waiting does
+			// not help.
+			err = fmt.Errorf("%w: model %q: %w", config.ErrInvalid, m.Name, err)
+		}
 		return nil, err
 	}
-	log.Info("TensorRT backend", "library", b.Library().String(), "built_against", tensorrt.HeaderVersion().String())
+	log.Info("TensorRT backend", "library", b.Library().String(), "built_against", tensorrt.HeaderVersion().String(),
+		"plugins", b.Plugins(), "dla_core", m.DLA(), "dla_cores", b.DLACores())
 	t := &trtBackend{Backend: b, worker: worker, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	go t.drainLogs()
 	return t, nil

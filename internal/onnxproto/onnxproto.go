@@ -7,8 +7,9 @@ import (
 
 // Protobuf wire types.
 const (
-	wireVarint = 0
-	wireBytes  = 2
+	wireVarint  = 0
+	wireBytes   = 2
+	wireFixed32 = 5
 )
 
 // ONNX field numbers.
@@ -49,13 +50,15 @@ const (
 
 	// AttributeProto
 	attrName = 1
+	attrF    = 2
 	attrI    = 3
 	attrInts = 8
 	attrType = 20
 
 	// AttributeProto.AttributeType
-	attrTypeInt  = 2
-	attrTypeInts = 7
+	attrTypeFloat = 1
+	attrTypeInt   = 2
+	attrTypeInts  = 7
 
 	// TensorProto
 	tensorDims     = 1
@@ -108,13 +111,17 @@ func (m Msg) Bytes(field int, b []byte) Msg {
 // Str appends a string field.
 func (m Msg) Str(field int, s string) Msg { return m.Bytes(field, []byte(s)) }
 
-// Attr is a node attribute (INT or INTS).
+// Attr is a node attribute (FLOAT, INT or INTS).
 type Attr struct {
 	name string
 	kind int
+	f    float32
 	i    int64
 	ints []int64
 }
+
+// FloatAttr is a FLOAT attribute.
+func FloatAttr(name string, v float32) Attr { return Attr{name: name, kind: attrTypeFloat, f: v} }
 
 // IntAttr is an INT attribute.
 func IntAttr(name string, v int64) Attr { return Attr{name: name, kind: attrTypeInt, i: v} }
@@ -125,6 +132,8 @@ func IntsAttr(name string, v ...int64) Attr { return Attr{name: name, kind: attr
 func (a Attr) encode() Msg {
 	m := Msg(nil).Str(attrName, a.name)
 	switch a.kind {
+	case attrTypeFloat:
+		m = binary.LittleEndian.AppendUint32(m.tag(attrF, wireFixed32), math.Float32bits(a.f))
 	case attrTypeInt:
 		m = m.Varint(attrI, a.i)
 	case attrTypeInts:

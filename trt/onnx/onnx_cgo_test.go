@@ -536,3 +536,24 @@ func TestConstModelEveryType(t *testing.T) {
 		t.Errorf("metadata %v", md)
 	}
 }
+
+// TestFloatAttribute: onnxproto's FLOAT attributes (the EfficientNMS_TRT
+// node of the hil tests' model has them) read as ONNX Runtime reads them.
+func TestFloatAttribute(t *testing.T) {
+	g := pb.Msg(nil).
+		Bytes(pb.GraphNode, pb.Node{Op: "LeakyRelu", Name: "y", Inputs: []string{"x"}, Outputs: []string{"y"},
+			Attrs: []pb.Attr{pb.FloatAttr("alpha", 0.25)}}.Encode()).
+		Str(pb.GraphName, "g").
+		Bytes(pb.GraphInput, pb.ValueInfo("x", 1, 2)).
+		Bytes(pb.GraphOutput, pb.ValueInfo("y", 1, 2))
+	model := pb.Msg(nil).Varint(pb.ModelIRVersion, 8).Bytes(pb.ModelGraph, g).
+		Bytes(pb.ModelOpsetImport, pb.Msg(nil).Str(pb.OpsetDomain, "").Varint(pb.OpsetVersion, 17))
+	e := load(t, model, trt.LoadOptions{Name: "leaky"})
+	copy(e.Inputs()[0].Float32(), []float32{-2, 3})
+	if err := e.Infer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if y := e.Outputs()[0].Float32(); y[0] != -0.5 || y[1] != 3 {
+		t.Fatalf("LeakyRelu(alpha = 0.25) gave %v", y)
+	}
+}

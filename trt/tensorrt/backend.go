@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -38,11 +40,12 @@ type Backend struct {
 	opts Options
 	lib  Library
 
-	mu      sync.Mutex
-	rt      *C.edged_trt_runtime // freed when closed and no engine is left
-	engines int
-	closed  bool
-	pending []LogRecord // records made on the Go side, drained first
+	mu       sync.Mutex
+	rt       *C.edged_trt_runtime // freed when closed and no engine is left
+	engines  int
+	closed   bool
+	pending  []LogRecord // records made on the Go side, drained first
+	dlaCores int         // getNbDLACores of the runtime
 }
 
 var _ trt.Backend = (*Backend)(nil)
@@ -69,25 +72,215 @@ func New(opts Options) (*Backend, error) {
 	if warning != "" {
 		b.pending = append(b.pending, LogRecord{Severity: SeverityWarning, Message: warning})
 	}
+	notes, err := loadPlugins(opts, lib)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range notes {
+		b.pending = append(b.pending, LogRecord{Severity: SeverityWarning, Message: n})
+	}
 	copts := C.edged_trt_runtime_options{
 		allow_host_code: 0,
 		log_severity:    C.int32_t(opts.LogLevel - 1),
 		log_capacity:    C.int32_t(opts.LogCapacity),
+		dla_core:        -1,
 	}
 	if opts.VersionCompatible {
 		copts.allow_host_code = 1
 	}
+	if opts.UseDLA {
+		copts.dla_core = C.int32_t(opts.DLACore)
+	}
 	var errbuf [errBufSize]C.char
 	err = b.onGPU(func() error {
-		if rc := C.edged_trt_runtime_new(&clib, &copts, &b.rt, &errbuf[0], errBufSize); rc != C.EDGED_TRT_OK {
+		switch rc := C.edged_trt_runtime_new(&clib, &copts, &b.rt, &errbuf[0], errBufSize); rc {
+		case C.EDGED_TRT_OK:
+			b.dlaCores = int(C.edged_trt_runtime_dla_cores(b.rt))
+			return nil
+		case C.EDGED_TRT_NO_DLA:
+			return fmt.Errorf("%w: tensorrt: %s; run the model on the GPU (dla_core = -1, an engine built without --useDLACore) "+
+				"or on a DLA core this module has", ErrDLA, C.GoString(&errbuf[0]))
+		default:
 			return fmt.Errorf("%w: tensorrt: creating a TensorRT runtime from %s failed: %s", trt.ErrBackend, lib, C.GoString(&errbuf[0]))
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// plugins is what this process loaded: plugin libraries are never
+// unloaded (their creators stay registered with libnvinfer), and TensorRT's
+// own are initialised once.
+var plugins struct {
+	mu       sync.Mutex
+	libs     map[string]error // canonical path -> the result of loading it
+	loaded   []string         // custom libraries loaded, in order
+	standard string           // the standard library initialised, or why none was
+	done     bool             // the standard library was dealt with
+}
+
+// loadPlugins loads opts.Plugins (each once per process), then, the first
+// time a backend asks for them, TensorRT's standard plugins: before any
+// engine is deserialised, in that order, as trtexec does for --plugins.
+// It returns warnings for the log.
+func loadPlugins(opts Options, lib Library) ([]string, error) {
+	plugins.mu.Lock()
+	defer plugins.mu.Unlock()
+	if plugins.libs == nil {
+		plugins.libs = map[string]error{}
+	}
+	limit := opts.MaxPluginBytes
+	if limit <= 0 {
+		limit = trt.DefaultMaxBytes
+	}
+	for _, p := range opts.Plugins {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrPlugin, p, err)
+		}
+		canon := abs
+		if r, err := filepath.EvalSymlinks(abs); err == nil {
+			canon = r
+		}
+		if err, seen := plugins.libs[canon]; seen {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		err = openPlugin(abs, limit, "")
+		plugins.libs[canon] = err
+		if err != nil {
+			return nil, err
+		}
+		plugins.loaded = append(plugins.loaded, abs)
+	}
+	if plugins.done {
+		return nil, nil
+	}
+	switch std := opts.StandardPlugins; std {
+	case PluginsOff:
+		return nil, nil
+	case PluginsAuto, "":
+		name := pluginSoname(lib.Version.Major)
+		if strings.Contains(lib.Name, "/") {
+			// A libnvinfer named by path ([gpu] tensorrt_library): its
+			// plugin library beside it, where there is one.
+			if p := filepath.Join(filepath.Dir(lib.Name), name); trt.CheckPluginFile(p, trt.DefaultMaxBytes) == nil {
+				name = p
+			}
+		}
+		err := openPlugin(name, 0, "initLibNvInferPlugins")
+		plugins.done = true
+		if errors.Is(err, errPluginNotFound) {
+			plugins.standard = name + " is not installed"
+			return []string{fmt.Sprintf("tensorrt: TensorRT's standard plugins are not available (%v); engines with "+
+				"EfficientNMS_TRT, BatchedNMS_TRT or other standard plugin layers will not load: install TensorRT's "+
+				"plugin library (libnvinfer-plugin%d on JetPack) or set [gpu] tensorrt_plugins to its path", err, lib.Version.Major)}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		plugins.standard = name + " (TensorRT's standard plugins)"
+	default:
+		err := openPlugin(std, limit, "initLibNvInferPlugins")
+		if err != nil {
+			return nil, err
+		}
+		plugins.done, plugins.standard = true, std+" (TensorRT's standard plugins)"
+	}
+	return nil, nil
+}
+
+// errPluginNotFound marks a standard plugin library that dlopen cannot
+// find, which "auto" tolerates.
+var errPluginNotFound = errors.New("not found")
+
+// openPlugin checks a plugin file (limit > 0: a path from the
+// configuration) and opens it; init names the function that registers its
+// plugins, "" for a library whose static initialisers do.
+func openPlugin(name string, limit int64, init string) error {
+	if limit > 0 {
+		if err := trt.CheckPluginFile(name, limit); err != nil {
+			return fmt.Errorf("%w: %w", ErrPlugin, err)
+		}
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var cinit *C.char
+	if init != "" {
+		cinit = C.CString(init)
+		defer C.free(unsafe.Pointer(cinit))
+	}
+	var errbuf [2048]C.char
+	var rc C.int
+	func() {
+		runtime.LockOSThread() // dlerror is per thread
+		defer runtime.UnlockOSThread()
+		rc = C.edged_trt_plugin_open(cname, cinit, C.edged_trt_plugin_logger(), &errbuf[0], C.size_t(len(errbuf)))
+	}()
+	msg := C.GoString(&errbuf[0])
+	switch rc {
+	case C.EDGED_TRT_LIB_OK:
+		return nil
+	case C.EDGED_TRT_LIB_NOT_FOUND:
+		if limit == 0 {
+			return fmt.Errorf("%w: %s", errPluginNotFound, msg)
+		}
+		return fmt.Errorf("%w: loading the plugin library %s failed: %s (built for another TensorRT, or a library it needs is missing?)", ErrPlugin, name, msg)
+	}
+	return fmt.Errorf("%w: %s", ErrPlugin, msg)
+}
+
+// pluginsLoaded describes the plugin libraries this process loaded, for
+// the message of an engine whose plugin is missing.
+func pluginsLoaded() string {
+	plugins.mu.Lock()
+	defer plugins.mu.Unlock()
+	var parts []string
+	if plugins.standard != "" {
+		parts = append(parts, plugins.standard)
+	} else {
+		parts = append(parts, "TensorRT's standard plugins not loaded ([gpu] tensorrt_plugins = \"off\")")
+	}
+	if len(plugins.loaded) > 0 {
+		parts = append(parts, "custom: "+strings.Join(plugins.loaded, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Plugins describes the plugin libraries this backend's engines can use,
+// for edged check.
+func (b *Backend) Plugins() string { return pluginsLoaded() }
+
+// DLACores is the number of DLA cores TensorRT finds on this device
+// (IRuntime::getNbDLACores).
+func (b *Backend) DLACores() int { return b.dlaCores }
+
+// DLACores reports how many DLA cores TensorRT finds on this device, for
+// edged check, with a runtime made for the question (the library as New
+// opens it).
+func DLACores(library string) (int, error) {
+	hdr := HeaderVersion()
+	clib, lib, err := openLibrary(sonames(hdr.Major, library))
+	if err != nil {
+		return 0, err
+	}
+	if _, err := checkLibrary(lib, hdr); err != nil {
+		return 0, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	copts := C.edged_trt_runtime_options{log_severity: C.int32_t(SeverityError - 1), log_capacity: 8, dla_core: -1}
+	var rt *C.edged_trt_runtime
+	var errbuf [errBufSize]C.char
+	if rc := C.edged_trt_runtime_new(&clib, &copts, &rt, &errbuf[0], errBufSize); rc != C.EDGED_TRT_OK {
+		return 0, fmt.Errorf("%w: tensorrt: creating a TensorRT runtime from %s failed: %s", trt.ErrBackend, lib, C.GoString(&errbuf[0]))
+	}
+	defer C.edged_trt_runtime_free(rt)
+	return int(C.edged_trt_runtime_dla_cores(rt)), nil
 }
 
 // onGPU runs f through GPU.Do, on a thread with the primary context
@@ -115,11 +308,22 @@ func (b *Backend) DrainLog(dst []LogRecord) ([]LogRecord, uint64) {
 	defer b.mu.Unlock()
 	dst = append(dst, b.pending...)
 	b.pending = b.pending[:0]
-	if b.rt == nil {
-		return dst, 0
-	}
 	var recs [32]C.edged_trt_log_record
 	var total uint64
+	for { // the plugin libraries' records (one logger for the process)
+		var dropped C.uint64_t
+		n := int(C.edged_trt_plugin_drain_log(&recs[0], C.int32_t(len(recs)), &dropped))
+		total += uint64(dropped)
+		for i := range n {
+			dst = append(dst, LogRecord{Severity: Severity(recs[i].severity + 1), Message: C.GoString(&recs[i].msg[0])})
+		}
+		if n < len(recs) {
+			break
+		}
+	}
+	if b.rt == nil {
+		return dst, total
+	}
 	for {
 		var dropped C.uint64_t
 		n := int(C.edged_trt_runtime_drain_log(b.rt, &recs[0], C.int32_t(len(recs)), &dropped))
@@ -249,7 +453,7 @@ func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
 	switch rc {
 	case C.EDGED_TRT_OK:
 	case C.EDGED_TRT_BAD_ENGINE:
-		return deserializeError(e.msg())
+		return deserializeError(e.msg(), pluginsLoaded())
 	case C.EDGED_TRT_NO_MEMORY:
 		return fmt.Errorf("%w: %s", trt.ErrMemory, e.msg())
 	default:

@@ -46,6 +46,15 @@ func (*Backend) Load(context.Context, []byte, trt.LoadOptions) (trt.Engine, erro
 	return nil, errNotBuilt("")
 }
 
+// Plugins describes the plugin libraries loaded: none.
+func (*Backend) Plugins() string { return "" }
+
+// DLACores is the number of DLA cores: unknown without TensorRT.
+func (*Backend) DLACores() int { return 0 }
+
+// DLACores reports that this edged cannot ask TensorRT about DLA cores.
+func DLACores(library string) (int, error) { return 0, errNotBuilt(library) }
+
 // DrainLog returns dst: there is no TensorRT log.
 func (*Backend) DrainLog(dst []LogRecord) ([]LogRecord, uint64) { return dst, 0 }
 

@@ -75,12 +75,26 @@ func fakeLibrary(t testing.TB) string {
 			return
 		}
 		fakePath = filepath.Join(dir, "libnvinfer.so.10")
-		args := append([]string{"-std=c++17", "-shared", "-fPIC", "-O1", "-o", fakePath}, cxxflags...)
-		args = append(args, "-Icudastub", "-isystem", inc, filepath.Join("testdata", "fakenvinfer", "fake.cc"))
-		args = append(args, strings.Fields(os.Getenv("CGO_LDFLAGS"))...)
-		if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
-			fakeErr = fmt.Sprintf("building the fake libnvinfer with %s: %v\n%s", cxx, err, out)
-			return
+		// The fake libnvinfer (with its soname, so the plugin libraries'
+		// dependency on it is the library already loaded), then the fake
+		// libnvinfer_plugin and custom plugin library linked against it.
+		for _, lib := range []struct{ out, src, soname string }{
+			{"libnvinfer.so.10", "fake.cc", "libnvinfer.so.10"},
+			{"libnvinfer_plugin.so.10", "plugin.cc", ""},
+			{"libedgedfakeplugin.so", "customplugin.cc", ""},
+		} {
+			args := append([]string{"-std=c++17", "-shared", "-fPIC", "-O1", "-o", filepath.Join(dir, lib.out)}, cxxflags...)
+			args = append(args, "-Icudastub", "-isystem", inc, filepath.Join("testdata", "fakenvinfer", lib.src))
+			if lib.soname != "" {
+				args = append(args, "-Wl,-soname,"+lib.soname)
+			} else {
+				args = append(args, "-L"+dir, "-l:libnvinfer.so.10", "-Wl,-rpath,$ORIGIN")
+			}
+			args = append(args, strings.Fields(os.Getenv("CGO_LDFLAGS"))...)
+			if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
+				fakeErr = fmt.Sprintf("building the fake %s with %s: %v\n%s", lib.out, cxx, err, out)
+				return
+			}
 		}
 		if f, err := elf.Open(fakePath); err == nil {
 			if m, ok := elfMachine[runtime.GOARCH]; ok && f.Machine != m {
@@ -93,6 +107,13 @@ func fakeLibrary(t testing.TB) string {
 		t.Skip(fakeErr)
 	}
 	return fakePath
+}
+
+// fakePluginLibraries are the fake libnvinfer_plugin.so.10 and the fake
+// custom plugin library beside the fake libnvinfer.
+func fakePluginLibraries(t testing.TB) (standard, custom string) {
+	dir := filepath.Dir(fakeLibrary(t))
+	return filepath.Join(dir, "libnvinfer_plugin.so.10"), filepath.Join(dir, "libedgedfakeplugin.so")
 }
 
 // fakePlan makes a plan for the fake: a 28-byte header recording TensorRT

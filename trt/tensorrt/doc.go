@@ -33,6 +33,20 @@
 // (kLINEAR) device tensors of types edged knows are accepted; anything else
 // is refused with the trtexec flags that fix it.
 //
+// # Plugins and DLA
+//
+// Engines with plugin layers need the library that registers each plugin
+// before they are deserialised. [New] loads the model's custom plugin
+// libraries ([Options.Plugins]; dlopen, never closed: they register from
+// their static initialisers), then, once per process, TensorRT's standard
+// plugins ([Options.StandardPlugins]: libnvinfer_plugin.so.<major> and its
+// initLibNvInferPlugins, given a logger that lives as long as the process,
+// since the plugin library keeps it). An engine whose plugin nobody
+// registered fails with [ErrPlugin] naming it. With [Options.UseDLA] the
+// runtime's DLA core is set (IRuntime::setDLACore) before any engine is
+// deserialised, after checking the device has it ([ErrDLA] otherwise);
+// [DLACores] asks TensorRT how many there are.
+//
 // # CUDA
 //
 // TensorRT is a CUDA runtime API library: it works in the context current on

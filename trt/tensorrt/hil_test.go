@@ -87,6 +87,13 @@ func setupHIL(t *testing.T) *hil {
 	if os.Getenv("EDGED_HIL_TRT_ENGINE") == "" {
 		t.Skip("EDGED_HIL_TRT_ENGINE is not set (see docs/HIL.md)")
 	}
+	return setupHILOptions(t, Options{})
+}
+
+// setupHILOptions opens the device and a backend with opts (its library,
+// GPU and log level set here).
+func setupHILOptions(t *testing.T, opts Options) *hil {
+	t.Helper()
 	// Managed memory, as on a Jetson; umem applies the
 	// concurrentManagedAccess = 0 rules where the device needs them.
 	place, err := umem.Open(umem.Options{Device: envInt(t, "EDGED_HIL_GPU", 0), Strategy: umem.StrategyManaged})
@@ -101,7 +108,8 @@ func setupHIL(t *testing.T) *hil {
 	}
 	t.Cleanup(func() { w.Close() })
 	h := &hil{place: place, gpu: UmemGPU(place.Device, w), alloc: place.Alloc}
-	h.b, err = New(Options{Library: os.Getenv("EDGED_HIL_TRT_LIBRARY"), GPU: h.gpu, LogLevel: SeverityInfo})
+	opts.Library, opts.GPU, opts.LogLevel = os.Getenv("EDGED_HIL_TRT_LIBRARY"), h.gpu, SeverityInfo
+	h.b, err = New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

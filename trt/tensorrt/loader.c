@@ -67,3 +67,35 @@ int edged_trt_lib_open(const char* const* names, int n, edged_trt_lib* lib, char
 	}
 	return code;
 }
+
+int edged_trt_plugin_open(const char* path, const char* init, void* logger, char* err, size_t errcap) {
+	const char* why;
+	void* h;
+	void* sym;
+	_Bool (*initfn)(void*, const char*);
+	if (errcap > 0) {
+		err[0] = '\0';
+	}
+	dlerror();
+	h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+	if (h == NULL) {
+		why = dlerror();
+		appendf(err, errcap, "%s", why ? why : path);
+		return EDGED_TRT_LIB_NOT_FOUND;
+	}
+	if (init == NULL) {
+		return EDGED_TRT_LIB_OK;
+	}
+	dlerror();
+	sym = dlsym(h, init);
+	if (sym == NULL) {
+		appendf(err, errcap, "%s: opened, but it does not export %s (not TensorRT's plugin library)", path, init);
+		return EDGED_TRT_LIB_NO_SYMBOL;
+	}
+	memcpy(&initfn, &sym, sizeof(sym));
+	if (!initfn(logger, "")) {
+		appendf(err, errcap, "%s: %s returned false", path, init);
+		return EDGED_TRT_PLUGIN_INIT_FAILED;
+	}
+	return EDGED_TRT_LIB_OK;
+}

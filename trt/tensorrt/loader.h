@@ -40,6 +40,25 @@ typedef struct edged_trt_lib {
  */
 int edged_trt_lib_open(const char* const* names, int n, edged_trt_lib* lib, char* err, size_t errcap);
 
+/* Result codes of edged_trt_plugin_open, besides EDGED_TRT_LIB_OK,
+ * EDGED_TRT_LIB_NOT_FOUND (dlopen failed) and EDGED_TRT_LIB_NO_SYMBOL (no
+ * init function). */
+enum {
+	EDGED_TRT_PLUGIN_INIT_FAILED = 3 /* the init function returned false */
+};
+
+/*
+ * Opens a TensorRT plugin library (RTLD_LAZY | RTLD_LOCAL, as trtexec
+ * does; never closed: its creators stay registered with libnvinfer).
+ * Loading a custom plugin library registers its plugins from its static
+ * initialisers. When init is not NULL, the function of that name
+ * (initLibNvInferPlugins for TensorRT's standard library) is called with
+ * logger and the empty namespace; the library keeps the logger, which
+ * must therefore live as long as the process. err receives dlerror's
+ * text (always NUL-terminated).
+ */
+int edged_trt_plugin_open(const char* path, const char* init, void* logger, char* err, size_t errcap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -362,6 +362,30 @@ int edged_trt_runtime_new(edged_trt_lib const* lib, edged_trt_runtime_options co
 #if EDGED_TRT_VER_GE(8, 6)
 		rt->runtime->setEngineHostCodeAllowed(opts->allow_host_code != 0);
 #endif
+		if (opts->dla_core >= 0) {
+			// Before any deserialisation: an engine built for a DLA core is
+			// deserialised for the runtime's core.
+			int32_t n = rt->runtime->getNbDLACores();
+			if (opts->dla_core >= n) {
+				if (n == 0) {
+					m.part("DLA core %d requested (dla_core), but TensorRT finds no DLA cores on this device", opts->dla_core);
+				} else {
+					m.part("DLA core %d requested (dla_core), but this device has %d DLA cores (0 to %d)", opts->dla_core, n, n - 1);
+				}
+				delete rt->runtime;
+				rt->runtime = nullptr;
+				delete rt;
+				return EDGED_TRT_NO_DLA;
+			}
+			rt->runtime->setDLACore(opts->dla_core);
+			if (rt->runtime->getDLACore() != opts->dla_core) {
+				m.part("IRuntime::setDLACore(%d) did not take (getDLACore is %d)", opts->dla_core, rt->runtime->getDLACore());
+				delete rt->runtime;
+				rt->runtime = nullptr;
+				delete rt;
+				return EDGED_TRT_NO_DLA;
+			}
+		}
 		*out = rt;
 		return EDGED_TRT_OK;
 	} catch (std::exception const& ex) {
@@ -380,6 +404,31 @@ void edged_trt_runtime_free(edged_trt_runtime* rt) {
 	delete rt->runtime;
 	rt->runtime = nullptr;
 	delete rt; // recorder, then logger
+}
+
+int32_t edged_trt_runtime_dla_cores(edged_trt_runtime* rt) { return rt->runtime->getNbDLACores(); }
+
+// pluginLogger is never destroyed: TensorRT's plugin libraries keep the
+// logger they were initialised with for the life of the process.
+static Logger* pluginLogger() {
+	static Logger* l = new Logger(static_cast<int32_t>(ILogger::Severity::kINFO), 64);
+	return l;
+}
+
+void* edged_trt_plugin_logger(void) {
+	try {
+		return static_cast<ILogger*>(pluginLogger());
+	} catch (...) {
+		return nullptr;
+	}
+}
+
+int32_t edged_trt_plugin_drain_log(edged_trt_log_record* out, int32_t n, uint64_t* dropped) {
+	try {
+		return pluginLogger()->drain(out, n, dropped);
+	} catch (...) {
+		return 0;
+	}
 }
 
 int32_t edged_trt_runtime_drain_log(edged_trt_runtime* rt, edged_trt_log_record* out, int32_t n, uint64_t* dropped) {

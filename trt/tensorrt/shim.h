@@ -35,7 +35,8 @@ enum {
 	EDGED_TRT_ERROR = 1,          /* a TensorRT call failed; see the message */
 	EDGED_TRT_BAD_ENGINE = 2,     /* deserialisation failed */
 	EDGED_TRT_NO_MEMORY = 3,      /* TensorRT reported a failed allocation */
-	EDGED_TRT_EXCEPTION = 4       /* a C++ exception was caught at the boundary */
+	EDGED_TRT_EXCEPTION = 4,      /* a C++ exception was caught at the boundary */
+	EDGED_TRT_NO_DLA = 5          /* the DLA core asked for is not on this device */
 };
 
 #define EDGED_TRT_MAX_DIMS 8
@@ -55,18 +56,25 @@ typedef struct edged_trt_runtime_options {
 	int32_t allow_host_code;  /* setEngineHostCodeAllowed (8.6+): version-compatible engines */
 	int32_t log_severity;     /* keep log records with ILogger::Severity <= this */
 	int32_t log_capacity;     /* records kept for draining; older ones are dropped */
+	int32_t dla_core;         /* IRuntime::setDLACore before any deserialisation; -1: the GPU */
 } edged_trt_runtime_options;
 
 /*
  * Creates a runtime through lib (opened with edged_trt_lib_open, whose
  * version the caller has already compared with the headers'), with its own
- * logger and error recorder.
+ * logger and error recorder. With dla_core >= 0 the device must have that
+ * DLA core (getNbDLACores), else EDGED_TRT_NO_DLA; the runtime then
+ * deserialises its engines for it.
  */
 int edged_trt_runtime_new(const edged_trt_lib* lib, const edged_trt_runtime_options* opts, edged_trt_runtime** out,
 	char* err, size_t errcap);
 
 /* Deletes the runtime, its recorder and its logger. All engines must be freed first. */
 void edged_trt_runtime_free(edged_trt_runtime* rt);
+
+/* IRuntime::getNbDLACores: the DLA cores TensorRT can use on this device. */
+int32_t edged_trt_runtime_dla_cores(edged_trt_runtime* rt);
+
 
 typedef struct edged_trt_log_record {
 	int32_t severity; /* nvinfer1::ILogger::Severity */
@@ -79,6 +87,16 @@ typedef struct edged_trt_log_record {
  * last drain.
  */
 int32_t edged_trt_runtime_drain_log(edged_trt_runtime* rt, edged_trt_log_record* out, int32_t n, uint64_t* dropped);
+
+/*
+ * The logger TensorRT's plugin libraries are initialised with. It lives as
+ * long as the process (plugin libraries keep the logger they are given);
+ * its records are drained with edged_trt_plugin_drain_log.
+ */
+void* edged_trt_plugin_logger(void);
+
+/* As edged_trt_runtime_drain_log, for the plugin logger. */
+int32_t edged_trt_plugin_drain_log(edged_trt_log_record* out, int32_t n, uint64_t* dropped);
 
 /*
  * Deserialises a plan, gives the engine its own error recorder, creates one

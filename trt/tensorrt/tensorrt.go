@@ -3,6 +3,7 @@ package tensorrt
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -17,6 +18,21 @@ const Name = "tensorrt"
 // ErrInference is wrapped by errors of Engine.Infer that TensorRT or CUDA
 // reported.
 var ErrInference = errors.New("tensorrt: inference failed")
+
+// ErrDLA is wrapped when the DLA core a backend is asked for is not on the
+// device (New, with Options.UseDLA).
+var ErrDLA = errors.New("tensorrt: no such DLA core")
+
+// ErrPlugin is wrapped when a plugin library cannot be loaded (New), and
+// when an engine needs a plugin no library loaded registers (Load, beside
+// trt.ErrEngineInvalid).
+var ErrPlugin = errors.New("tensorrt: plugin")
+
+// Values of Options.StandardPlugins besides a path.
+const (
+	PluginsAuto = "auto"
+	PluginsOff  = "off"
+)
 
 // GPU is the CUDA device engines run on. UmemGPU adapts umem's device and
 // worker to it.
@@ -95,6 +111,26 @@ type Options struct {
 	LogLevel Severity
 	// LogCapacity bounds the records kept between drains; zero means 256.
 	LogCapacity int
+	// Plugins are custom plugin libraries ([[model]] plugins) that the
+	// engines' layers need. New loads each (once per process: a library
+	// loaded by another backend is not loaded again) before TensorRT's own
+	// plugins are initialised, when that has not happened in this process
+	// yet, and always before any engine of this backend is deserialised.
+	// Each file is checked first (trt.CheckPluginFile).
+	Plugins []string
+	// StandardPlugins is [gpu] tensorrt_plugins: PluginsAuto (or "")
+	// loads libnvinfer_plugin.so.<major of the library> where it is
+	// installed and calls its initLibNvInferPlugins, once per process,
+	// before any engine is deserialised; PluginsOff loads nothing; any
+	// other value is the path of the library to load instead.
+	StandardPlugins string
+	// UseDLA runs the engines on DLA core DLACore (IRuntime::setDLACore
+	// before deserialisation); New fails with ErrDLA when the device
+	// does not have it.
+	UseDLA  bool
+	DLACore int
+	// MaxPluginBytes bounds a plugin file; zero means trt.DefaultMaxBytes.
+	MaxPluginBytes int64
 }
 
 // Library identifies the libnvinfer a backend uses.
@@ -109,6 +145,9 @@ func (l Library) String() string { return fmt.Sprintf("%s (TensorRT %s)", l.Name
 
 // sonames lists the names New tries for a build against headers of major
 // built (0 when built without TensorRT).
+// pluginSoname is the standard plugin library for TensorRT major.
+func pluginSoname(major int) string { return fmt.Sprintf("libnvinfer_plugin.so.%d", major) }
+
 func sonames(built int, explicit string) []string {
 	if explicit != "" {
 		return []string{explicit}
@@ -308,12 +347,38 @@ func unknownShapes(shapes map[string][]int64, inputs []tensorDesc) error {
 		trt.ErrSignature, strings.Join(bad, ", "), strings.Join(names, ", "))
 }
 
+// missingPlugin finds the plugin TensorRT could not find in its
+// messages: "getPluginCreator could not find plugin: NAME version: V"
+// (8.x) or "Cannot find plugin: NAME, version: V, namespace:..." (10.x).
+var missingPlugin = regexp.MustCompile(`(?i)(?:could not find plugin|cannot find plugin):?\s*([A-Za-z0-9_.\-]+),?\s*(?:version:?\s*([A-Za-z0-9_.]+))?`)
+
+// dlaWord finds a message about DLA.
+var dlaWord = regexp.MustCompile(`(?i)\bdla\b`)
+
 // deserializeError classifies TensorRT's deserialisation messages, which
-// are matched loosely: their wording changes between versions.
-func deserializeError(msg string) error {
+// are matched loosely: their wording changes between versions. plugins
+// says which plugin libraries were loaded, for a missing plugin's message.
+func deserializeError(msg, plugins string) error {
 	l := strings.ToLower(msg)
 	has := func(s ...string) bool {
 		return slices.ContainsFunc(s, func(x string) bool { return strings.Contains(l, x) })
+	}
+	if m := missingPlugin.FindStringSubmatch(msg); m != nil || has("iplugincreator not found", "plugin registry") {
+		name, version := "(unnamed)", "?"
+		if m != nil {
+			name = m[1]
+			if m[2] != "" {
+				version = m[2]
+			}
+		}
+		return fmt.Errorf("%w: %w: the engine uses the TensorRT plugin %s (version %s), which no loaded plugin library registers "+
+			"(%s): load the library that provides it: TensorRT's own plugins (EfficientNMS_TRT, BatchedNMS_TRT, ...) with "+
+			"[gpu] tensorrt_plugins = \"auto\" and libnvinfer_plugin installed, a custom one with the model's plugins = "+
+			"[\"/path/to/lib.so\"]; TensorRT said: %s", trt.ErrEngineInvalid, ErrPlugin, name, version, plugins, msg)
+	}
+	if dlaWord.MatchString(msg) {
+		return fmt.Errorf("%w: %w: TensorRT refused the engine on this runtime's DLA setting (%s); an engine built with trtexec "+
+			"--useDLACore=N runs with dla_core = N for its model, one built for the GPU with dla_core = -1", trt.ErrEngineInvalid, ErrDLA, msg)
 	}
 	switch {
 	case has("version tag does not match", "not compatible with this version", "expecting library version",

@@ -167,9 +167,19 @@ func TestDeserializeError(t *testing.T) {
 		{"Serialization assertion sizeRead == static_cast<uint64_t>(mEnd - mCurrent) failed.Size specified in header does not match archive size", trt.ErrEngineInvalid, "truncated"},
 		{"Serialization assertion magicTagRead == kMAGIC_TAG failed.Magic tag does not match", trt.ErrEngineInvalid, "not a TensorRT engine"},
 		{"something new", trt.ErrEngineInvalid, "something new"},
+		// TensorRT 8.x and 10.x texts of a missing plugin (issue reports:
+		// Deci-AI/super-gradients#1816, laugh12321/TensorRT-YOLO#118).
+		{"3: getPluginCreator could not find plugin: EfficientNMS_TRT version: 1; 1: [pluginV2Runner.cpp::load::303] Error Code 1: " +
+			"Serialization (Serialization assertion creator failed.Cannot deserialize plugin since corresponding IPluginCreator not found in Plugin Registry)",
+			ErrPlugin, "the TensorRT plugin EfficientNMS_TRT (version 1), which no loaded plugin library registers (none)"},
+		{"IPluginRegistry::getPluginCreator: Error Code 4: API Usage Error (Cannot find plugin: EfficientIdxNMS_TRT, version: 1, namespace:.)",
+			ErrPlugin, "plugin EfficientIdxNMS_TRT (version 1)"},
+		{"Serialization assertion creator failed.Cannot deserialize plugin since corresponding IPluginCreator not found in Plugin Registry",
+			ErrPlugin, "plugin (unnamed)"},
+		{"DLA engine built for core 1", ErrDLA, "dla_core = N"},
 	}
 	for _, tc := range tests {
-		err := deserializeError(tc.msg)
+		err := deserializeError(tc.msg, "none")
 		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%q: got %v, want %v containing %q", tc.msg, err, tc.is, tc.want)
 		}

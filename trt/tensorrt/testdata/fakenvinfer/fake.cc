@@ -21,9 +21,21 @@
 // version in bytes 24..27) followed by text lines:
 //
 //	tensor in|out NAME DTYPE FORMAT DIMS [MIN OPT MAX]   (DIMS like -1,4)
-//	flag vc | oom-context | fail-enqueue | spam=N | no-profile
+//	flag vc | oom-context | fail-enqueue | spam=N | no-profile | plugin=NAME | dla=N
 //
-// Every float32 output element i is 2*x[i]+1, x being the first input.
+// Every float32, float16 and int32 output element i is 2*x[i]+1 (int32:
+// truncated), x being the first input.
+//
+// Plugins: flag plugin=NAME makes deserialisation fail, with TensorRT 10's
+// messages, unless a library registered NAME first. The fake's plugin
+// registry is edged_fake_register_plugin, which the fake
+// libnvinfer_plugin (plugin.cc, from initLibNvInferPlugins) and the fake
+// custom plugin library (customplugin.cc, from a static initialiser) call;
+// every deserialisation logs the names registered so far, in order.
+// DLA: getNbDLACores is $EDGED_FAKE_DLA_CORES (default 0), setDLACore is
+// kept (and logged) when the core exists, and flag dla=N makes
+// deserialisation fail unless the runtime's DLA core is N (the text is the
+// fake's own: what TensorRT says then is not known here).
 
 #include <NvInferRuntime.h>
 
@@ -31,7 +43,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -51,8 +65,50 @@ using namespace nvinfer1;
 
 namespace {
 
-
 long tid() { return syscall(SYS_gettid); }
+
+// The plugin registry: names in registration order, duplicates counted.
+std::mutex gPluginMu;
+std::vector<std::string> gPlugins;
+int gPluginDuplicates = 0;
+
+bool pluginRegistered(std::string const& name) {
+	std::lock_guard<std::mutex> g(gPluginMu);
+	for (auto const& p : gPlugins) {
+		if (p == name) {
+			return true;
+		}
+	}
+	return false;
+}
+
+std::string pluginList() {
+	std::lock_guard<std::mutex> g(gPluginMu);
+	std::string s;
+	for (auto const& p : gPlugins) {
+		s += (s.empty() ? "" : ",") + p;
+	}
+	return s.empty() ? "none" : s;
+}
+
+uint16_t toHalf(float f) {
+	uint32_t b;
+	std::memcpy(&b, &f, 4);
+	uint32_t sign = (b >> 16) & 0x8000, mant = b & 0x7fffff;
+	int exp = static_cast<int>((b >> 23) & 0xff) - 127 + 15;
+	if ((b & 0x7fffffff) == 0 || exp <= 0) {
+		return static_cast<uint16_t>(sign);
+	}
+	if (exp >= 0x1f) {
+		return static_cast<uint16_t>(sign | 0x7c00);
+	}
+	uint32_t h = sign | static_cast<uint32_t>(exp) << 10 | mant >> 13;
+	uint32_t r = mant & 0x1fff;
+	if (r > 0x1000 || (r == 0x1000 && (h & 1))) {
+		h++;
+	}
+	return static_cast<uint16_t>(h);
+}
 
 void die(char const* why) {
 	std::fprintf(stderr, "fake libnvinfer: %s\n", why);
@@ -461,13 +517,18 @@ bool FakeContextImpl::enqueueV3(cudaStream_t stream) noexcept {
 	float const* x = static_cast<float const*>(mAddr[0]);
 	int64_t nx = volume(mShapes[0]);
 	for (size_t i = 0; i < ts.size(); i++) {
-		if (ts[i].input || ts[i].dtype != DataType::kFLOAT) {
+		if (ts[i].input) {
 			continue;
 		}
-		float* y = static_cast<float*>(mAddr[i]);
 		int64_t ny = volume(getTensorShape(ts[i].name.c_str()));
 		for (int64_t k = 0; k < ny; k++) {
-			y[k] = 2 * x[k % nx] + 1;
+			float v = 2 * x[k % nx] + 1;
+			switch (ts[i].dtype) {
+			case DataType::kFLOAT: static_cast<float*>(mAddr[i])[k] = v; break;
+			case DataType::kHALF: static_cast<uint16_t*>(mAddr[i])[k] = toHalf(v); break;
+			case DataType::kINT32: static_cast<int32_t*>(mAddr[i])[k] = static_cast<int32_t>(v); break;
+			default: break;
+			}
 		}
 	}
 	return true;
@@ -491,9 +552,19 @@ public:
 	IRuntime* getPImpl() noexcept override { return mPub; }
 	ICudaEngine* deserializeCudaEngine(void const* blob, std::size_t size) noexcept override;
 	ICudaEngine* deserializeCudaEngine(IStreamReader&) noexcept override { NOTIMPL("deserializeCudaEngine(IStreamReader)"); }
-	void setDLACore(int32_t) noexcept override {}
-	int32_t getDLACore() const noexcept override { return 0; }
-	int32_t getNbDLACores() const noexcept override { return 0; }
+	void setDLACore(int32_t core) noexcept override {
+		char msg[96];
+		std::snprintf(msg, sizeof(msg), "fake: setDLACore(%d) with %d DLA cores", core, getNbDLACores());
+		mRep.log(ILogger::Severity::kINFO, msg);
+		if (core >= 0 && core < getNbDLACores()) {
+			mDLA = core; // "if getNbDLACores() returns 0, then this function does nothing"
+		}
+	}
+	int32_t getDLACore() const noexcept override { return mDLA; }
+	int32_t getNbDLACores() const noexcept override {
+		char const* v = std::getenv("EDGED_FAKE_DLA_CORES");
+		return v != nullptr && *v != '\0' ? static_cast<int32_t>(std::atoi(v)) : 0;
+	}
 	void setGpuAllocator(IGpuAllocator*) noexcept override { NOTIMPL("setGpuAllocator"); }
 	void setErrorRecorder(IErrorRecorder* r) noexcept override { setRecorder(mRec, r); }
 	IErrorRecorder* getErrorRecorder() const noexcept override { return mRec; }
@@ -516,6 +587,7 @@ private:
 	IErrorRecorder* mRec{nullptr};
 	Reporter mRep;
 	bool mHostCode{false};
+	int32_t mDLA{-1};
 	std::atomic<int> mLiveEngines{0};
 };
 
@@ -571,8 +643,30 @@ ICudaEngine* FakeRuntimeImpl::deserializeCudaEngine(void const* blob, std::size_
 		}
 		tensors.push_back(t);
 	}
+	{
+		char msg[512];
+		std::snprintf(msg, sizeof(msg), "fake: deserializing with DLA core %d; plugins registered: %s", mDLA, pluginList().c_str());
+		mRep.log(ILogger::Severity::kINFO, msg);
+	}
 	bool vc = false;
 	for (auto const& f : flags) {
+		if (f.rfind("plugin=", 0) == 0 && !pluginRegistered(f.substr(7))) {
+			// TensorRT 10's texts (issue reports of 10.x, e.g. laugh12321/TensorRT-YOLO#118).
+			char msg[256];
+			std::snprintf(msg, sizeof(msg), "IPluginRegistry::getCreator: Error Code 4: API Usage Error (Cannot find plugin: %s, "
+				"version: 1, namespace:.)", f.c_str() + 7);
+			mRep.error(ErrorCode::kINVALID_ARGUMENT, msg);
+			mRep.error(ErrorCode::kUNSPECIFIED_ERROR, "IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization "
+				"assertion creator failed.Cannot deserialize plugin since corresponding IPluginCreator not found in Plugin Registry)");
+			return nullptr;
+		}
+		if (f.rfind("dla=", 0) == 0 && std::atoi(f.c_str() + 4) != mDLA) {
+			char msg[160];
+			std::snprintf(msg, sizeof(msg), "fake: the engine was built for DLA core %d (trtexec --useDLACore), and the runtime's DLA "
+				"core is %d", std::atoi(f.c_str() + 4), mDLA);
+			mRep.error(ErrorCode::kINVALID_CONFIG, msg);
+			return nullptr;
+		}
 		vc = vc || f == "vc";
 		if (f.rfind("spam=", 0) == 0) {
 			int n = std::atoi(f.c_str() + 5);
@@ -611,3 +705,16 @@ extern "C" TENSORRTAPI void* createInferRuntime_INTERNAL(void* logger, int32_t v
 }
 
 extern "C" TENSORRTAPI int32_t getInferLibVersion() noexcept { return libVersion(); }
+
+// The fake plugin registry's door (see the top of this file).
+extern "C" TENSORRTAPI void edged_fake_register_plugin(char const* name, char const* from) noexcept {
+	(void)from;
+	std::lock_guard<std::mutex> g(gPluginMu);
+	for (auto const& p : gPlugins) {
+		if (p == name) {
+			gPluginDuplicates++;
+			return;
+		}
+	}
+	gPlugins.emplace_back(name);
+}
