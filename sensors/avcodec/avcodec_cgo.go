@@ -274,6 +274,18 @@ static int edged_av_nv12(edged_dec *d, uint8_t *dst, int stride) {
 	}
 	return 0;
 }
+
+// edged_av_i420 copies the received frame's three planes as they are
+// (I420, no interleave): the baseline BenchmarkWriteNV12 compares with.
+static void edged_av_i420(edged_dec *d, uint8_t *dst) {
+	uint8_t **data = &FIELD(d->frm, FR_DATA, uint8_t *);
+	int *ls = &FIELD(d->frm, FR_LINESIZE, int);
+	int w = d->w, h = d->h, cw = (w + 1) / 2, ch = (h + 1) / 2;
+	for (int y = 0; y < h; y++) memcpy(dst + (size_t)y * w, data[0] + (ptrdiff_t)y * ls[0], w);
+	dst += (size_t)w * h;
+	for (int p = 1; p <= 2; p++, dst += (size_t)cw * ch)
+		for (int y = 0; y < ch; y++) memcpy(dst + (size_t)y * cw, data[p] + (ptrdiff_t)y * ls[p], cw);
+}
 */
 import "C"
 
@@ -496,6 +508,12 @@ func (d *Decoder) Drain() error {
 		return d.fail("avcodec_send_packet (drain)", r)
 	}
 	return nil
+}
+
+// writeI420 copies the picture Receive reported as I420 (its planes as
+// they are), for BenchmarkWriteNV12's baseline; dst must hold it.
+func (d *Decoder) writeI420(dst []byte) {
+	C.edged_av_i420(d.d, (*C.uint8_t)(unsafe.Pointer(&dst[0])))
 }
 
 // Close frees the decoder; it is idempotent.

@@ -31,8 +31,12 @@ const (
 	// time without video before a session counts as dead.
 	DefaultTimeout = 5 * time.Second
 	// DefaultBuffers is how many access units may wait between the network
-	// and the decoder.
-	DefaultBuffers = 8
+	// and the decoder: about a second at 30 frames a second, so a decoder
+	// starved of CPU for a moment (a loaded machine, a GC pause) catches
+	// up instead of losing the rest of a GOP. Each buffer grows to the
+	// largest access unit it held (a 1080p key picture at 4 Mb/s: about
+	// 150 KB).
+	DefaultBuffers = 32
 )
 
 // Errors of this package; each wraps the sensors sentinel the capture loop

@@ -258,6 +258,7 @@ func (fs *FileServer) play(encode func([][]byte) ([]*rtp.Packet, error)) {
 	base := uint32(t0.UnixNano())
 	rtpAt := func(w time.Time) uint32 { return base + uint32(w.Sub(t0)*90000/time.Second) }
 	var lastSR time.Time
+	tick := int64(-1)
 	for i := 0; ; {
 		select {
 		case <-fs.stop:
@@ -282,7 +283,10 @@ func (fs *FileServer) play(encode func([][]byte) ([]*rtp.Packet, error)) {
 		if err != nil {
 			continue
 		}
-		captured := now.Add(-latency)
+		// Captured on the frame clock (timestamps a whole frame apart, as
+		// a camera's, even when this goroutine runs late), latency ago.
+		tick = max(tick+1, int64(now.Sub(t0)/period))
+		captured := t0.Add(time.Duration(tick) * period).Add(-latency)
 		for _, p := range pkts {
 			p.Timestamp = rtpAt(captured)
 			fs.lastSSRC.Store(p.SSRC)
