@@ -93,7 +93,10 @@ func startServer(file, addr string, flags ...string) (*server, error) {
 	if err != nil || !strings.HasPrefix(line, "READY ") {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, fmt.Errorf("serve: %q %v", line, err)
+		if err == nil {
+			err = errors.New("no READY line")
+		}
+		return nil, fmt.Errorf("serve printed %q: %w", line, err)
 	}
 	return &server{cmd: cmd, URL: strings.TrimSpace(strings.TrimPrefix(line, "READY "))}, nil
 }
