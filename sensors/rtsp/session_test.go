@@ -595,3 +595,41 @@ func TestOneDeadCameraDoesNotSlowAnother(t *testing.T) {
 	dead.Close()
 	<-done
 }
+
+// TestProbe: Probe says codec, size and transport, with the SDP's
+// parameter sets or without them, and leaves the source closed (no
+// decoder needed); it refuses a started source.
+func TestProbe(t *testing.T) {
+	dec := cpuDecoder(t)
+	for _, c := range []h26x.Codec{h26x.H264, h26x.H265} {
+		for _, noParams := range []bool{false, true} {
+			aus, _ := sample(t, c, dec)
+			fs := fileServer(t, rtsptest.FileOptions{Codec: c, AUs: aus, NoParams: noParams})
+			s, err := New(Options{Name: "cam", URL: fs.URL, Transport: TransportTCP})
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Probe(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Codec != c || info.Format.Width != 170 || info.Format.Height != 100 || info.Transport != TransportTCP || info.InBand != noParams || s.SlotSize() != 170*100*3/2 {
+				t.Errorf("%s, no params %v: %+v, slot %d", c, noParams, info, s.SlotSize())
+			}
+			t.Log(info)
+			if _, err := s.Next(context.Background()); !errors.Is(err, sensors.ErrClosed) {
+				t.Errorf("Next after Probe: %v", err)
+			}
+			fs.Close()
+		}
+	}
+	aus, _ := sample(t, h26x.H264, dec)
+	fs := fileServer(t, rtsptest.FileOptions{Codec: h26x.H264, AUs: aus})
+	s, _, err := open(t, Options{URL: fs.URL, Decoder: dec}, 2, 170*100*3/2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Probe(context.Background()); err == nil {
+		t.Error("Probe of a started source")
+	}
+}

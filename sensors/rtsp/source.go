@@ -564,3 +564,62 @@ func (s *Source) picture(ctx, live context.Context) (sensors.Frame, bool, error)
 	}
 	return fr, true, nil
 }
+
+// Info is what Probe learnt of a stream.
+type Info struct {
+	Codec     h26x.Codec
+	SPS       h26x.SPS       // the stream's (the SDP's, or its first key picture's)
+	Format    sensors.Format // the frames a decoder writes for it
+	Transport string         // what the session used ("tcp", "udp")
+	// InBand: the SDP had no usable parameter sets (Note says why); the
+	// stream carries them itself.
+	InBand bool
+	Note   string
+}
+
+func (i Info) String() string {
+	s := fmt.Sprintf("%s over %s", i.SPS, i.Transport)
+	if i.Note != "" {
+		s += "; " + i.Note
+	}
+	return s
+}
+
+// Probe connects as Start does (DESCRIBE, SETUP, PLAY), learns the codec
+// and size (from the SDP, else from the first key picture, waited for
+// within the timeout while video arrives), checks that edged decodes it,
+// and disconnects; it opens no decoder. Errors are Start's. edged check
+// uses it; a started source refuses it. SlotSize is known afterwards.
+func (s *Source) Probe(ctx context.Context) (Info, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return Info{}, fmt.Errorf("%s: Probe of a started source", s.prefix)
+	}
+	s.run.Begin()
+	s.begun = true
+	defer s.teardown()
+	live := s.run.Context(ctx)
+	sess, err := s.connect(live)
+	if err != nil {
+		return Info{}, err
+	}
+	s.sess = sess
+	s.cur.Store(sess)
+	ctx, cancel := context.WithTimeout(live, 2*s.opts.Timeout)
+	defer cancel()
+	sps, err := s.geometry(ctx, sess)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && live.Err() == nil {
+			err = fmt.Errorf("%s: %w: video arrives, but no key picture with its SPS within %v", s.prefix, sensors.ErrFormat, 2*s.opts.Timeout)
+		}
+		return Info{}, err
+	}
+	if err := s.checkSPS(sps); err != nil {
+		return Info{}, err
+	}
+	f := formatOf(sps)
+	s.setFormat(f)
+	return Info{Codec: sess.track.codec, SPS: sps, Format: f, Transport: sess.transport(),
+		InBand: sess.track.params.AnnexB == nil, Note: sess.track.note}, nil
+}
