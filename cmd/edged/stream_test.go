@@ -210,7 +210,8 @@ func runCmd(t *testing.T, timeout time.Duration, args ...string) (stdout, stderr
 func TestClientsThatReceiveNothingAreReaped(t *testing.T) {
 	lib := needORT(t)
 	const max = 4
-	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 64`, `max_clients = `+strconv.Itoa(max))
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 64`, `max_clients = `+strconv.Itoa(max),
+		`# max_clients_per_uid = 32`, `max_clients_per_uid = `+strconv.Itoa(max)) // every client here is of one user
 	start(t, lib, cfg, sock)
 	clients := `edged_stream_clients{sink="local"}`
 	waitMetric(t, metrics, clients, 0)
@@ -377,7 +378,10 @@ func (s slowReader) Read(b []byte) (int, error) {
 // 10 s, and the next line of a kind says how many were left out.
 func TestPeersCannotFloodTheLog(t *testing.T) {
 	lib := needORT(t)
-	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 64`, `max_clients = 2`)
+	// Two clients of one user, one of which reads nothing: no per-user
+	// limit, no keepalive in this test.
+	cfg, sock, metrics := metricsConfig(t, t.TempDir(), `max_clients = 64`, `max_clients = 2`,
+		`# max_clients_per_uid = 32`, `max_clients_per_uid = 2`, `keepalive = "10s"`, `keepalive = "1h"`)
 	d := start(t, lib, cfg, sock)
 	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)
 	t0 := time.Now()
@@ -742,6 +746,7 @@ device = "/dev/null"
 		{"`max_clients` \\(default (\\d+)\\)", "max_clients = (\\d+)"},
 		{"`client_queue`, default (\\d+) records", "client_queue = (\\d+)"},
 		{"`write_timeout` \\(default (\\d+) s\\)", `write_timeout = "(\d+)s"`},
+		{"`keepalive` \\(default (\\d+) s;", `keepalive = "(\d+)s"`},
 		{"`max_frame_bytes` on serial \\(default (\\d+)", "max_frame_bytes = ([1-9]\\d*)"},
 	} {
 		d := regexp.MustCompile(c.doc).FindSubmatch(doc)
@@ -753,6 +758,13 @@ device = "/dev/null"
 		if string(d[1]) != string(p[1]) {
 			t.Errorf("docs/PROTOCOL.md says %s, edged applies %s", d[0], p[0])
 		}
+	}
+	// max_clients_per_uid: "default half of max_clients".
+	mc := regexp.MustCompile(`max_clients = (\d+)`).FindStringSubmatch(printed)
+	pu := regexp.MustCompile(`max_clients_per_uid = (\d+)`).FindStringSubmatch(printed)
+	if !strings.Contains(string(doc), "`max_clients_per_uid` (default half of `max_clients`)") || mc == nil || pu == nil ||
+		fmt.Sprint(atoi(t, mc[1])/2) != pu[1] {
+		t.Errorf("docs/PROTOCOL.md's max_clients_per_uid default is not what edged applies: %q %q", mc, pu)
 	}
 }
 
@@ -811,4 +823,13 @@ func makeRaw(t *testing.T, f *os.File) {
 	if err := unix.IoctlSetTermios(fd, unix.TCSETS, tio); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -320,8 +320,8 @@ func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.L
 		var rl rateLog
 		sock, err := stream.NewSocket(stream.SocketOptions{
 			Name: s.Name, Path: c.Resolve(s.Path), Listener: inherited, NoActivation: true, Device: c.Daemon.DeviceID,
-			Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, QueueLen: s.ClientQueue,
-			WriteTimeout: s.WriteTimeout.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
+			Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, MaxClientsPerUID: s.MaxClientsPerUID, QueueLen: s.ClientQueue,
+			WriteTimeout: s.WriteTimeout.Duration, Keepalive: s.Keepalive.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
 			AllowUIDs: u32s(s.AllowUIDs), AllowGIDs: u32s(s.AllowGIDs),
 			OnControl: func(ctx context.Context, req stream.ControlRequest, peer stream.PeerCred) error {
 				rl.log(slog, logInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)

@@ -25,6 +25,7 @@ const (
 	DefaultStallTimeout  = 10 * time.Second
 	DefaultSensorWindow  = 50 * time.Millisecond
 	DefaultWriteTimeout  = 5 * time.Second
+	DefaultKeepalive     = 10 * time.Second // socket sinks; MQTT's is 30 s
 	DefaultBuffers       = 4
 	DefaultPeriod        = 30
 	DefaultBaud          = 115200
@@ -169,6 +170,12 @@ func (c *Config) applyDefaults() {
 			}
 			if s.WriteTimeout.Duration == 0 {
 				s.WriteTimeout.Duration = DefaultWriteTimeout
+			}
+			if s.Keepalive.Duration == 0 {
+				s.Keepalive.Duration = DefaultKeepalive
+			}
+			if s.MaxClientsPerUID == 0 {
+				s.MaxClientsPerUID = max(1, s.MaxClients/2)
 			}
 		case "serial":
 			def(&s.Format, "cobs-cbor")
@@ -703,6 +710,12 @@ func (c *Config) checkSink(k *checker, i int) {
 		}
 		if s.WriteTimeout.Duration <= 0 {
 			k.add(at("write_timeout"), "must be positive")
+		}
+		if s.MaxClientsPerUID < 1 || s.MaxClientsPerUID > max(s.MaxClients, 1) {
+			k.add(at("max_clients_per_uid"), "must be between 1 and max_clients (%d)", s.MaxClients)
+		}
+		if s.Keepalive.Duration < 100*time.Millisecond || s.Keepalive.Duration > time.Hour {
+			k.add(at("keepalive"), "must be between 100ms and 1h")
 		}
 	case "serial":
 		if s.Device == "" {

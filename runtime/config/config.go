@@ -211,14 +211,17 @@ type Sink struct {
 	Format string `toml:"format"`
 
 	// Socket.
-	Path         string   `kinds:"socket" toml:"path"`
-	Mode         string   `kinds:"socket" toml:"mode"`
-	Group        string   `kinds:"socket" toml:"group"`
-	MaxClients   int      `kinds:"socket" toml:"max_clients"`
-	ClientQueue  int      `kinds:"socket" toml:"client_queue"`
-	WriteTimeout Duration `kinds:"socket" toml:"write_timeout"`
-	AllowUIDs    []int    `kinds:"socket" toml:"allow_uids"`
-	AllowGIDs    []int    `kinds:"socket" toml:"allow_gids"`
+	Path       string `kinds:"socket" toml:"path"`
+	Mode       string `kinds:"socket" toml:"mode"`
+	Group      string `kinds:"socket" toml:"group"`
+	MaxClients int    `kinds:"socket" toml:"max_clients"`
+	// MaxClientsPerUID bounds one peer uid's connections; default
+	// MaxClients/2.
+	MaxClientsPerUID int      `kinds:"socket" toml:"max_clients_per_uid"`
+	ClientQueue      int      `kinds:"socket" toml:"client_queue"`
+	WriteTimeout     Duration `kinds:"socket" toml:"write_timeout"`
+	AllowUIDs        []int    `kinds:"socket" toml:"allow_uids"`
+	AllowGIDs        []int    `kinds:"socket" toml:"allow_gids"`
 
 	// Serial.
 	Device        string `kinds:"serial" toml:"device"`
@@ -240,8 +243,8 @@ type Sink struct {
 	CAFile         string   `kinds:"mqtt" toml:"ca_file"`
 	CertFile       string   `kinds:"mqtt" toml:"cert_file"`
 	KeyFile        string   `kinds:"mqtt" toml:"key_file"`
-	QueueBytes     int64    `kinds:"mqtt" toml:"queue_bytes"` // on-disk queue bound
-	Keepalive      Duration `kinds:"mqtt" toml:"keepalive"`
+	QueueBytes     int64    `kinds:"mqtt" toml:"queue_bytes"`      // on-disk queue bound
+	Keepalive      Duration `kinds:"mqtt,socket" toml:"keepalive"` // mqtt: MQTT keep-alive; socket: idle clients get a keepalive record
 	ConnectTimeout Duration `kinds:"mqtt" toml:"connect_timeout"`
 	AckTimeout     Duration `kinds:"mqtt" toml:"ack_timeout"`
 }

@@ -59,8 +59,20 @@ func (c *Client) refusal(err error) error {
 
 // Next reads the next record into m; see Decoder.Next. After the sink or
 // ctx closed the connection it returns io.EOF or ctx's error.
+//
+// Keepalive records (a quiet stream, see SocketOptions.Keepalive) are not
+// returned: their seq counts as received, and records lost before one are
+// added to the next record's Missed.
 func (c *Client) Next(m *Message) error {
+	var missed uint64
 	err := c.dec.Next(m)
+	for err == nil && m.Rec.Type == "status" && m.Rec.Event == EventKeepalive {
+		missed += m.Missed
+		err = c.dec.Next(m)
+	}
+	if err == nil {
+		m.Missed += missed
+	}
 	if err != nil && c.ctx.Err() != nil {
 		return c.ctx.Err()
 	}

@@ -17,6 +17,10 @@ const (
 	KindError
 )
 
+// EventKeepalive is the status event a socket sink sends a client it has
+// written nothing to for SocketOptions.Keepalive. Client.Next skips it.
+const EventKeepalive = "keepalive"
+
 func (k Kind) String() string {
 	switch k {
 	case KindResult:

@@ -30,8 +30,10 @@ var (
 	// ErrNotAllowed rejects a peer outside AllowUIDs/AllowGIDs.
 	ErrNotAllowed = errors.New("stream: peer not allowed")
 	// ErrSlowClient disconnects a client that accepted nothing for
-	// WriteTimeout.
+	// WriteTimeout, or left what it was sent unread that long.
 	ErrSlowClient = errors.New("stream: client too slow")
+	// ErrTooManyForUID rejects a connection beyond MaxClientsPerUID.
+	ErrTooManyForUID = errors.New("stream: too many clients of this user")
 )
 
 // Socket defaults.
@@ -41,6 +43,7 @@ const (
 	DefaultClientQueue                  = 256
 	DefaultClientQueueBytes             = 8 << 20
 	DefaultWriteTimeout                 = 5 * time.Second
+	DefaultKeepalive                    = 10 * time.Second
 	DefaultFlushTimeout                 = 2 * time.Second
 	DefaultMaxRecordBytes               = 1 << 20
 )
@@ -96,6 +99,10 @@ type SocketOptions struct {
 	// MaxClients bounds connected clients (default 64); more get an error
 	// record and are closed.
 	MaxClients int
+	// MaxClientsPerUID bounds the clients of one peer uid (SO_PEERCRED),
+	// so that no user can take every place (default MaxClients/2, at
+	// least 1; at most MaxClients).
+	MaxClientsPerUID int
 	// QueueLen is each client's queue in records (default 256) and
 	// QueueBytes in encoded bytes (default 8 MiB); when either is exceeded
 	// the oldest record is dropped, which the client sees as a seq gap.
@@ -104,8 +111,15 @@ type SocketOptions struct {
 	QueueLen   int
 	QueueBytes int
 	// WriteTimeout disconnects a client that accepts no data for this long
-	// (default 5s).
+	// (default 5s), and one that leaves what it was sent unread this long
+	// while nothing else waits for it: a client that does not read holds
+	// no place for good, whether or not records flow to it.
 	WriteTimeout time.Duration
+	// Keepalive is how long a client may go without being written to: it
+	// is then sent a "keepalive" status record (default 10s). A client of
+	// a quiet stream thereby sees that the daemon is there, and the
+	// daemon that the client reads (WriteTimeout).
+	Keepalive time.Duration
 	// FlushTimeout bounds how long Close keeps writing queued records to
 	// clients that still read (default 2s).
 	FlushTimeout time.Duration
@@ -169,8 +183,10 @@ type SocketStats struct {
 	Accepted        uint64 // connections admitted
 	Rejected        uint64 // connections refused (max clients, allowlist)
 	RejectedFull    uint64 // of those, refused because MaxClients were connected
+	RejectedPerUID  uint64 // of those, refused because the peer's uid had MaxClientsPerUID
 	Disconnects     uint64 // admitted clients that went away, for any reason
 	SlowDisconnects uint64 // of those, cut off by WriteTimeout
+	Unread          uint64 // of those, because they left what they were sent unread
 	Published       uint64 // records given to Publish while clients were connected
 	Sent            uint64 // records written to clients (all clients)
 	Dropped         uint64 // records dropped from client queues (all clients)
@@ -222,7 +238,8 @@ type Socket struct {
 	clientsWG  sync.WaitGroup
 
 	accepted, rejected, rejectedFull atomic.Uint64
-	disconnects, slow                atomic.Uint64
+	rejectedPerUID                   atomic.Uint64
+	disconnects, slow, unread        atomic.Uint64
 	published, sent, dropped         atomic.Uint64
 	summarised, oversize             atomic.Uint64
 	requests, badRequests            atomic.Uint64
@@ -239,6 +256,13 @@ func NewSocket(opts SocketOptions) (*Socket, error) {
 	}
 	if opts.MaxClients <= 0 {
 		opts.MaxClients = DefaultMaxClients
+	}
+	if opts.MaxClientsPerUID <= 0 {
+		opts.MaxClientsPerUID = max(1, opts.MaxClients/2)
+	}
+	opts.MaxClientsPerUID = min(opts.MaxClientsPerUID, opts.MaxClients)
+	if opts.Keepalive <= 0 {
+		opts.Keepalive = DefaultKeepalive
 	}
 	if opts.QueueLen <= 0 {
 		opts.QueueLen = DefaultClientQueue
@@ -362,7 +386,8 @@ func (s *Socket) Stats() SocketStats {
 	s.mu.Unlock()
 	return SocketStats{
 		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), RejectedFull: s.rejectedFull.Load(),
-		Disconnects: s.disconnects.Load(), SlowDisconnects: s.slow.Load(),
+		RejectedPerUID: s.rejectedPerUID.Load(),
+		Disconnects: s.disconnects.Load(), SlowDisconnects: s.slow.Load(), Unread: s.unread.Load(),
 		Published: s.published.Load(), Sent: s.sent.Load(), Dropped: s.dropped.Load(),
 		Summarised: s.summarised.Load(), Oversize: s.oversize.Load(),
 		Requests: s.requests.Load(), BadRequests: s.badRequests.Load(),
@@ -498,11 +523,20 @@ func (s *Socket) admit(conn *net.UnixConn) {
 		s.reject(conn, peer, fmt.Errorf("%w (%d connected); close another client or raise max_clients", ErrTooManyClients, s.opts.MaxClients))
 		return
 	}
+	if n := s.clientsOf(peer.UID); n >= s.opts.MaxClientsPerUID {
+		s.mu.Unlock()
+		s.rejectedPerUID.Add(1)
+		s.reject(conn, peer, fmt.Errorf("%w: uid %d has %d connected, the most one user may (max_clients_per_uid); close one of them", ErrTooManyForUID, peer.UID, n))
+		return
+	}
 	s.nextID++
+	now := time.Now()
 	c := &client{
 		s: s, id: s.nextID, conn: conn, peer: peer, enc: s.opts.Encoding,
 		q: make([]entry, s.opts.QueueLen), wake: make(chan struct{}, 1), killed: make(chan struct{}),
+		idle: time.NewTimer(time.Hour), lastWrite: now, readSince: now,
 	}
+	c.idle.Stop()
 	c.raw, _ = conn.SyscallConn()
 	c.readOutq = c.getOutq
 	s.clients = append(s.clients, c)
@@ -512,6 +546,17 @@ func (s *Socket) admit(conn *net.UnixConn) {
 	s.event(ClientEvent{Kind: ClientConnected, ID: c.id, Peer: peer})
 	go c.writeLoop()
 	go c.readLoop()
+}
+
+// clientsOf counts the connected clients of uid; s.mu is held.
+func (s *Socket) clientsOf(uid uint32) int {
+	n := 0
+	for _, c := range s.clients {
+		if c.peer.UID == uid {
+			n++
+		}
+	}
+	return n
 }
 
 // reject writes one error record to conn and closes it.
@@ -601,6 +646,14 @@ type client struct {
 	readOutq      func(uintptr) // getOutq, bound once
 	outq          int           // the writer's: set by readOutq
 	err           error         // why the client was disconnected; guarded by mu
+
+	// The writer's, for clients that do not read (idleCheck): when it
+	// last wrote, since when the peer has shown no sign of reading, and
+	// how much it had not read when last looked.
+	idle        *time.Timer
+	lastWrite   time.Time
+	readSince   time.Time
+	unreadAfter int
 }
 
 func (c *client) wants(r *Record) bool {
@@ -680,7 +733,10 @@ func (c *client) pop() (entry, bool) {
 	return ent, true
 }
 
-// waitWork blocks until something is queued; false means stop.
+// waitWork blocks until something is queued; false means stop. While
+// nothing is queued it looks after a peer that may not read (idleCheck):
+// it sends a keepalive after Keepalive without a write, and disconnects a
+// peer that left what it was sent unread for WriteTimeout.
 func (c *client) waitWork() bool {
 	for {
 		c.mu.Lock()
@@ -697,12 +753,72 @@ func (c *client) waitWork() bool {
 		if closing {
 			return false
 		}
+		c.idle.Reset(c.idleWait())
 		select {
 		case <-c.wake:
 		case <-c.killed:
+			c.idle.Stop()
 			return false
+		case <-c.idle.C:
+			if err := c.idleCheck(); err != nil {
+				c.setErr(err)
+				c.s.slow.Add(1)
+				c.s.unread.Add(1)
+				return false
+			}
+		}
+		c.idle.Stop()
+	}
+}
+
+// sawRead looks at how much the peer has not read (SIOCOUTQ): when that
+// is nothing, or less than when last looked, the peer reads, as of now.
+// It returns the amount, -1 when it cannot be told.
+func (c *client) sawRead(now time.Time) int {
+	q := c.unsent()
+	if q < 0 {
+		return q
+	}
+	if q == 0 || q < c.unreadAfter {
+		c.readSince = now
+	}
+	c.unreadAfter = q
+	return q
+}
+
+// idleWait is how long the writer may wait for work before idleCheck:
+// until the keepalive is due, and a quarter of WriteTimeout while the
+// peer has something unread.
+func (c *client) idleWait() time.Duration {
+	d := time.Until(c.lastWrite.Add(c.s.opts.Keepalive))
+	if c.unreadAfter > 0 {
+		d = min(d, c.s.opts.WriteTimeout/4)
+	}
+	return max(d, time.Millisecond)
+}
+
+// idleCheck runs when nothing was queued for the client for a while. A
+// peer that has read nothing of what waits in its socket (SIOCOUTQ did
+// not go down) since it was written is disconnected after WriteTimeout,
+// or longer when much waits: the kernel frees what a peer reads one
+// write at a time, so a reader of writeChunk per WriteTimeout (400 B/s at
+// the defaults, as write promises) still counts as reading. Otherwise a
+// client that does not read would hold its place for good: nothing more
+// is written that could block. A client written nothing for Keepalive is
+// sent a keepalive record.
+func (c *client) idleCheck() error {
+	now := time.Now()
+	if q := c.sawRead(now); q > 0 {
+		wt := c.s.opts.WriteTimeout
+		if now.Sub(c.readSince) >= max(wt, time.Duration(int64(wt)*int64(q)/writeChunk)) {
+			return fmt.Errorf("%w: read nothing of what it was sent for %v", ErrSlowClient, now.Sub(c.readSince).Round(time.Millisecond))
 		}
 	}
+	if now.Sub(c.lastWrite) >= c.s.opts.Keepalive {
+		c.reply(&Record{Kind: KindStatus, Event: EventKeepalive, TNs: sensors.Now()})
+		c.lastWrite = now // queued: it is written next
+	}
+	return nil
 }
 
 // finishWriting stops new records for c and asks its writer to write what
@@ -748,6 +864,9 @@ func (c *client) writeLoop() {
 			c.s.release(ent.e)
 			records++
 		}
+		// What idleCheck compares with: unread data counts from the first
+		// write the peer has not read (or its last sign of reading).
+		c.sawRead(time.Now())
 		if err := c.write(c.wbuf); err != nil {
 			if errors.Is(err, ErrSlowClient) {
 				c.setErr(err)
@@ -755,6 +874,7 @@ func (c *client) writeLoop() {
 			}
 			return
 		}
+		c.lastWrite, c.unreadAfter = time.Now(), c.unsent()
 		c.sent.Add(records)
 		c.s.sent.Add(records)
 		if cap(c.wbuf) > 4*batchBytes {

@@ -350,7 +350,8 @@ func TestSocketSlowClient(t *testing.T) {
 
 func TestSocket64Clients(t *testing.T) {
 	const clients, n = 64, 300
-	s, ev := newSocket(t, SocketOptions{QueueLen: 512})
+	// All of one uid; no keepalives among the records counted.
+	s, ev := newSocket(t, SocketOptions{QueueLen: 512, MaxClientsPerUID: clients, Keepalive: time.Hour})
 	cs := make([]*Client, clients)
 	for i := range cs {
 		cs[i] = dial(t, s, ev, nil)
@@ -388,7 +389,7 @@ func TestSocket64Clients(t *testing.T) {
 }
 
 func TestSocketMaxClients(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{MaxClients: 2})
+	s, ev := newSocket(t, SocketOptions{MaxClients: 2, MaxClientsPerUID: 2})
 	dial(t, s, ev, nil)
 	dial(t, s, ev, nil)
 	c, err := Dial(context.Background(), s.Path(), nil)
