@@ -387,7 +387,7 @@ func (s *Socket) Stats() SocketStats {
 	return SocketStats{
 		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), RejectedFull: s.rejectedFull.Load(),
 		RejectedPerUID: s.rejectedPerUID.Load(),
-		Disconnects: s.disconnects.Load(), SlowDisconnects: s.slow.Load(), Unread: s.unread.Load(),
+		Disconnects:    s.disconnects.Load(), SlowDisconnects: s.slow.Load(), Unread: s.unread.Load(),
 		Published: s.published.Load(), Sent: s.sent.Load(), Dropped: s.dropped.Load(),
 		Summarised: s.summarised.Load(), Oversize: s.oversize.Load(),
 		Requests: s.requests.Load(), BadRequests: s.badRequests.Load(),
