@@ -1,5 +1,6 @@
 // Package jpeg decodes camera JPEG (MJPEG) frames into packed RGB24, the
-// format the preprocessing paths read, straight into a frame slot.
+// format the preprocessing paths read, straight into a frame slot, and
+// encodes RGBA images as JPEG (the live preview's pictures).
 //
 // # Backends
 //
@@ -30,6 +31,15 @@
 // [Options.Backend] or the environment variable EDGED_JPEG ("go",
 // "turbojpeg", "nvjpeg") forces one; tests use it to exercise the
 // fallback.
+//
+// # Encoding
+//
+// [NewEncoder] uses libjpeg-turbo's compressor (tjInitCompress,
+// tjCompress2 into the caller's buffer with TJFLAG_NOREALLOC: 4:2:0,
+// baseline, [DefaultQuality] 80) from the same library the decoders load,
+// once per process; nothing is allocated in Go once the buffer has room.
+// Without the library it falls back to image/jpeg, with a warning in
+// [Backend.Warning]. EDGED_JPEG=go forces image/jpeg here too.
 //
 // # Scaled decoding
 //
