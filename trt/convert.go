@@ -11,7 +11,7 @@ import (
 // memory is not host-accessible now, dst is too short, or the type is not
 // one of edged's. Integers convert exactly up to 2^24 in magnitude (the
 // float32 mantissa) and are rounded beyond; bool is 0 or 1; float16 goes
-// through a 65536-entry table (Float16ToFloat32Into). It allocates nothing,
+// by Float16ToFloat32Into (F16C or a table). It allocates nothing,
 // so post-processing calls it for every frame.
 func (t *Tensor) ReadFloat32(dst []float32) []float32 {
 	if t.Buf == nil {
@@ -71,15 +71,20 @@ var halfTable = sync.OnceValue(func() *[1 << 16]float32 {
 })
 
 // Float16ToFloat32Into converts IEEE half-precision values (as their bits)
-// to float32: dst[i] = src[i] for i < min(len(dst), len(src)). A table of
-// every half value (256 KiB, built on first use) makes it one load per
-// element.
+// to float32: dst[i] = src[i] for i < min(len(dst), len(src)). On amd64
+// with F16C, eight at a time with VCVTPH2PS; elsewhere (and for the last
+// few) through a table of every half value (256 KiB, built on first use),
+// one load per element. Both are exact (F16C quiets a signalling NaN).
 func Float16ToFloat32Into(dst []float32, src []uint16) {
-	t := halfTable()
 	n := min(len(dst), len(src))
 	dst, src = dst[:n], src[:n]
-	for i, h := range src {
-		dst[i] = t[h]
+	k := widenFast(dst, src)
+	if k == n {
+		return
+	}
+	t := halfTable()
+	for i, h := range src[k:] {
+		dst[k+i] = t[h]
 	}
 }
 

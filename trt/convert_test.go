@@ -65,18 +65,37 @@ func TestHalfToFloat32EveryValue(t *testing.T) {
 	}
 }
 
-func TestFloat16TableMatches(t *testing.T) {
+// TestFloat16IntoMatches: the vector conversion (where the CPU has it) and
+// the table give the exact conversion's bits for every half value but
+// NaN (a NaN either way), at every length (the vector part and the rest).
+func TestFloat16IntoMatches(t *testing.T) {
 	src := make([]uint16, 1<<16)
 	for i := range src {
 		src[i] = uint16(i)
 	}
-	dst := make([]float32, len(src))
-	Float16ToFloat32Into(dst, src)
-	for i, h := range src {
-		if math.Float32bits(dst[i]) != math.Float32bits(HalfToFloat32(h)) {
-			t.Fatalf("%#04x: table %v, direct %v", h, dst[i], HalfToFloat32(h))
+	vector := haveF16C
+	defer func() { haveF16C = vector }()
+	for _, f16c := range []bool{false, vector} {
+		haveF16C = f16c
+		for _, n := range []int{len(src), 1, 7, 8, 9, 15, 17, 1000} {
+			dst := make([]float32, n+1)
+			dst[n] = 42
+			Float16ToFloat32Into(dst[:n], src[len(src)-n:])
+			for i, h := range src[len(src)-n:] {
+				want := HalfToFloat32(h)
+				if want != want && dst[i] != dst[i] {
+					continue // NaN stays NaN (F16C quiets a signalling one)
+				}
+				if math.Float32bits(dst[i]) != math.Float32bits(want) {
+					t.Fatalf("F16C %v, n %d: %#04x: %v, exact %v", f16c, n, h, dst[i], HalfToFloat32(h))
+				}
+			}
+			if dst[n] != 42 {
+				t.Fatalf("F16C %v: wrote past %d values", f16c, n)
+			}
 		}
 	}
+	t.Logf("F16C: %v", vector)
 }
 
 // tensorOf makes a host tensor of type d holding raw.
@@ -138,28 +157,50 @@ func TestReadFloat32EveryType(t *testing.T) {
 	}
 }
 
-func BenchmarkFloat16Table(b *testing.B) {
+// halfScores is a [1, 84, 8400] detector output as float16: boxes in
+// pixels, class scores mostly small.
+func halfScores() []uint16 {
 	src := make([]uint16, 84*8400)
 	for i := range src {
-		src[i] = uint16(i*7) & 0x7bff
+		v := float32(i%997) / 997 * 0.05
+		if i < 4*8400 {
+			v = float32(i%640) + 0.5
+		}
+		src[i] = float32ToHalf(v)
 	}
-	dst := make([]float32, len(src))
-	b.SetBytes(int64(len(src) * 2))
-	for b.Loop() {
-		Float16ToFloat32Into(dst, src)
-	}
+	return src
 }
 
-func BenchmarkFloat16Arithmetic(b *testing.B) {
-	src := make([]uint16, 84*8400)
-	for i := range src {
-		src[i] = uint16(i*7) & 0x7bff
-	}
+// BenchmarkFloat16 converts a YOLOv8n-sized output per op: with F16C
+// where the CPU has it, with the table, and with the exact conversion
+// one value at a time (the baseline).
+func BenchmarkFloat16(b *testing.B) {
+	src := halfScores()
 	dst := make([]float32, len(src))
-	b.SetBytes(int64(len(src) * 2))
-	for b.Loop() {
-		for i, h := range src {
-			dst[i] = HalfToFloat32(h)
+	vector := haveF16C
+	defer func() { haveF16C = vector }()
+	for _, bc := range []struct {
+		name string
+		f16c bool
+		f    func()
+	}{
+		{"f16c", true, func() { Float16ToFloat32Into(dst, src) }},
+		{"table", false, func() { Float16ToFloat32Into(dst, src) }},
+		{"exact", false, func() {
+			for i, h := range src {
+				dst[i] = HalfToFloat32(h)
+			}
+		}},
+	} {
+		if bc.f16c && !vector {
+			continue
 		}
+		b.Run(bc.name, func(b *testing.B) {
+			haveF16C = bc.f16c
+			b.SetBytes(int64(len(src) * 2))
+			for b.Loop() {
+				bc.f()
+			}
+		})
 	}
 }
