@@ -299,7 +299,7 @@ TRT_MAKE = $(MAKE) -C trt/tensorrt
 trt-check: trt-makefile ## TensorRT shim checks against real headers (TENSORRT_INCLUDE=DIR, default JetPack's)
 	$(TRT_MAKE) check TENSORRT_INCLUDE=$(abspath $(TENSORRT_INCLUDE))
 
-trt-check-all: trt-makefile ## trt-check for every third_party/TensorRT-*/include
+trt-check-all: trt-makefile ## trt-check for every third_party/TensorRT-*/include and .cache/TensorRT-*/include
 	$(TRT_MAKE) check-all
 
 trt-test: trt-makefile ## go test -tags tensorrt with the fake libnvinfer (needs 10.3 headers)
