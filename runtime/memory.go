@@ -1,12 +1,18 @@
 package runtime
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/edged-dev/edged/internal/onnxproto"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -16,7 +22,9 @@ import (
 // configuration do not fit in the memory there is.
 var ErrMemory = errors.New("not enough memory")
 
-// MemoryNeed is what one pipeline needs: its frame pool and its engine.
+// MemoryNeed is what one pipeline needs: its frame pool, its engine, the
+// tensors the engine binds, preprocessing's tables and what its source
+// allocates to decode.
 type MemoryNeed struct {
 	Pipeline    string
 	Slots       int   // frame pool slots: source buffers + 2 + mailbox depth
@@ -25,13 +33,57 @@ type MemoryNeed struct {
 	ModelBytes  int64 // size of the model file
 	EngineBytes int64 // estimate: ModelBytes × trt.DefaultBudgetFactor
 	OnDevice    bool  // the engine lives in a discrete GPU's own memory
+	// TensorBytes are the engine's input and output tensors at the shapes
+	// it will bind (a dynamic input at the pipeline's preprocess.width and
+	// height), allocated beside the engine; 0 where the model file does
+	// not say (TensorRT plans, dynamic outputs).
+	TensorBytes int64
+	// PreBytes bound preprocessing's tables and row buffers
+	// (preprocess.WorkBytes).
+	PreBytes int64
+	// DecodeBytes bound what the source allocates besides its slots: the
+	// decoding of MJPEG and image files.
+	DecodeBytes int64
 
 	pipe, source, model int    // indexes in the configuration, for positions
 	slotsWhy, frame     string // how Slots and SlotBytes follow from the configuration
+	tensorsWhy          string // the tensors and their sizes
+	tensorsKey          string // the key that decides TensorBytes
 }
 
 // PoolBytes is the size of the pipeline's frame pool.
-func (n MemoryNeed) PoolBytes() int64 { return int64(n.Slots) * n.SlotBytes }
+func (n MemoryNeed) PoolBytes() int64 { return satMul(int64(n.Slots), n.SlotBytes) }
+
+// hostBytes is what the pipeline takes from system memory.
+func (n MemoryNeed) hostBytes() int64 {
+	t := satAdd(n.PoolBytes(), n.TensorBytes, n.PreBytes, n.DecodeBytes)
+	if !n.OnDevice {
+		t = satAdd(t, n.EngineBytes)
+	}
+	return t
+}
+
+// satAdd and satMul saturate at math.MaxInt64: a model may declare a
+// tensor of 2^31 × 2^31 elements, and the sum must still say "too much".
+func satAdd(a int64, b ...int64) int64 {
+	for _, x := range b {
+		if x > math.MaxInt64-a {
+			return math.MaxInt64
+		}
+		a += x
+	}
+	return a
+}
+
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
 
 // MemoryPlan is what a configuration needs, pipeline by pipeline.
 type MemoryPlan struct{ Needs []MemoryNeed }
@@ -42,10 +94,7 @@ type MemoryPlan struct{ Needs []MemoryNeed }
 func (p MemoryPlan) Host() int64 {
 	var n int64
 	for _, x := range p.Needs {
-		n += x.PoolBytes()
-		if !x.OnDevice {
-			n += x.EngineBytes
-		}
+		n = satAdd(n, x.hostBytes())
 	}
 	return n
 }
@@ -61,14 +110,31 @@ func (p MemoryPlan) Device() int64 {
 	return n
 }
 
-// PlanMemory computes what each pipeline of c needs. slotSize returns the
-// frame slot size of a pipeline's source (nil: what the source's
-// configuration takes, as SlotSize does without a source); discreteGPU
-// says whether TensorRT engines live in a GPU's own memory. Each pipeline
-// has its own engine (ARCHITECTURE.md, item 1), estimated as trt's reload
-// budget estimates a staging engine: the model file size times
-// trt.DefaultBudgetFactor.
-func PlanMemory(c *config.Config, slotSize func(*config.Pipeline, *config.Source) int, discreteGPU bool) MemoryPlan {
+// SourceSizes reports, for a pipeline's source, its frame slot size and
+// what it allocates besides its slots (decoding buffers); SourceSize does
+// it for a source that is built. nil: what the source's configuration
+// takes (SlotSize without a source, no decoding).
+type SourceSizes func(*config.Pipeline, *config.Source) (slot int, decode int64)
+
+// SourceSize is a built source's SourceSizes: SlotSize, and what it
+// says it allocates besides its slots (a method WorkBytes() int64).
+func SourceSize(src sensors.Source, sc *config.Source) (int, int64) {
+	var work int64
+	if w, ok := src.(interface{ WorkBytes() int64 }); ok {
+		work = w.WorkBytes()
+	}
+	return SlotSize(src, sc), work
+}
+
+// PlanMemory computes what each pipeline of c needs. sizes reports each
+// pipeline's source (nil: what its configuration takes); discreteGPU says
+// whether TensorRT engines live in a GPU's own memory. Each pipeline has
+// its own engine (ARCHITECTURE.md, item 1), estimated as trt's reload
+// budget estimates a staging engine (the model file size times
+// trt.DefaultBudgetFactor), plus the tensors it binds, read from the
+// model file (modelTensors) without loading it, plus preprocessing's
+// tables and the source's decoding buffers.
+func PlanMemory(c *config.Config, sizes SourceSizes, discreteGPU bool) MemoryPlan {
 	var plan MemoryPlan
 	for i := range c.Pipelines {
 		pc := &c.Pipelines[i]
@@ -84,8 +150,8 @@ func PlanMemory(c *config.Config, slotSize func(*config.Pipeline, *config.Source
 		}
 		n.slotsWhy = fmt.Sprintf("buffers %d + 2 + %s", sc.Buffers, depth)
 		size := frameSize(sc)
-		if slotSize != nil {
-			size = slotSize(pc, sc)
+		if sizes != nil {
+			size, n.DecodeBytes = sizes(pc, sc)
 		}
 		n.SlotBytes = int64(size)
 		n.frame = fmt.Sprintf("%dx%d %s", sc.Width, sc.Height, sc.Format)
@@ -99,9 +165,135 @@ func PlanMemory(c *config.Config, slotSize func(*config.Pipeline, *config.Source
 		n.EngineBytes = int64(float64(n.ModelBytes) * trt.DefaultBudgetFactor)
 		bn, _ := config.ModelBackend(mc)
 		n.OnDevice = discreteGPU && bn == "tensorrt"
+		inW, inH := pc.Preprocess.Width, pc.Preprocess.Height
+		if bn == "onnx" {
+			t := modelTensors(c, mc, pc)
+			n.TensorBytes, n.tensorsWhy, n.tensorsKey = t.bytes, t.why, fmt.Sprintf("model[%d].path", n.model)
+			if t.fromPreprocess {
+				n.tensorsKey = fmt.Sprintf("pipeline[%d].preprocess.width", i)
+			}
+			if t.w > 0 {
+				inW, inH = t.w, t.h
+			}
+		}
+		if inW > 0 && inH > 0 {
+			srcW, srcH := sc.Width, sc.Height
+			if srcW <= 0 || srcH <= 0 {
+				srcW, srcH = inW, inH
+			}
+			n.PreBytes = preprocess.WorkBytes(srcW, srcH, inW, inH, pc.Preprocess.Threads)
+		}
 		plan.Needs = append(plan.Needs, n)
 	}
 	return plan
+}
+
+// engineTensors is what modelTensors found.
+type engineTensors struct {
+	bytes          int64
+	why            string
+	fromPreprocess bool // a dynamic input was sized by preprocess.width and height
+	w, h           int  // the image input's width and height, when known
+}
+
+// modelTensors reads the inputs and outputs an ONNX model declares
+// (onnxproto.ReadIO: no weights read, nothing loaded) and sizes them as
+// the ONNX backend will bind them for pc: dynamic input dimensions from
+// preprocess.width and height (trt.ImageShape, as Load resolves them),
+// dynamic output dimensions named like a resolved input dimension with its
+// size; outputs it cannot size are left out (the backend learns them from
+// a probe inference). Nothing when the file cannot be read: CheckFiles
+// and the load report that.
+func modelTensors(c *config.Config, mc *config.Model, pc *config.Pipeline) engineTensors {
+	var r io.ReaderAt
+	var size int64
+	if name, ok := mc.Builtin(); ok {
+		b, err := config.BuiltinModel(name)
+		if err != nil {
+			return engineTensors{}
+		}
+		r, size = bytes.NewReader(b), int64(len(b))
+	} else {
+		f, err := os.Open(c.Resolve(mc.Path))
+		if err != nil {
+			return engineTensors{}
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			return engineTensors{}
+		}
+		r, size = f, st.Size()
+	}
+	decl, err := onnxproto.ReadIO(r, size)
+	if err != nil {
+		return engineTensors{}
+	}
+	img := LoadOptions(mc, pc, nil).Image
+	var t engineTensors
+	params := map[string]int64{} // dynamic input dimensions by name, as resolved
+	var parts []string
+	for i, v := range decl.Inputs {
+		dims := slices.Clone(v.Dims)
+		if want := img.Resolve(v.Name, i == 0, dims); want != nil {
+			for k, d := range dims {
+				if d < 0 && k < len(want) {
+					if p := v.Params[k]; p != "" {
+						params[p] = want[k]
+					}
+				}
+			}
+			dims, t.fromPreprocess = want, true
+			if len(want) == 4 {
+				t.w, t.h = int(img.Width), int(img.Height)
+			}
+		}
+		n, ok := tensorBytes(v.Elem, dims)
+		if !ok {
+			continue // unresolved: the load says which size to set
+		}
+		t.bytes = satAdd(t.bytes, n)
+		parts = append(parts, fmt.Sprintf("input %s%v %s", v.Name, dims, FormatSize(n)))
+	}
+	var unsized []string
+	for _, v := range decl.Outputs {
+		dims := slices.Clone(v.Dims)
+		for k, d := range dims {
+			if d < 0 {
+				if x, ok := params[v.Params[k]]; ok && v.Params[k] != "" {
+					dims[k] = x
+				}
+			}
+		}
+		n, ok := tensorBytes(v.Elem, dims)
+		if !ok {
+			unsized = append(unsized, v.Name)
+			continue
+		}
+		t.bytes = satAdd(t.bytes, n)
+		parts = append(parts, fmt.Sprintf("output %s%v %s", v.Name, dims, FormatSize(n)))
+	}
+	t.why = strings.Join(parts, ", ")
+	if len(unsized) > 0 {
+		t.why += fmt.Sprintf("; outputs %s have dynamic shapes, sized when the engine loads", strings.Join(unsized, ", "))
+	}
+	return t
+}
+
+// tensorBytes is the size of a tensor of ONNX element type elem and
+// shape dims (saturated), or false when a dimension is dynamic.
+func tensorBytes(elem int, dims []int64) (int64, bool) {
+	n := int64(onnxproto.ElemSize(elem))
+	if n == 0 {
+		return 0, false
+	}
+	for _, d := range dims {
+		if d < 0 {
+			return 0, false
+		}
+		n = satMul(n, d)
+	}
+	return n, true
 }
 
 func indexIn[T any](s []T, p *T) int {
@@ -149,6 +341,22 @@ type MemoryReport struct {
 	DeviceReserve                int64
 	DeviceChecked                bool
 	pools, engines, deviceEngine int64
+	tensors, pre, decode         int64
+}
+
+// parts says where the system memory goes, for messages.
+func (r MemoryReport) parts() string {
+	s := fmt.Sprintf("frame pools %s, engines about %s", FormatSize(r.pools), FormatSize(r.engines))
+	if r.tensors > 0 {
+		s += ", engine tensors " + FormatSize(r.tensors)
+	}
+	if r.pre > 0 {
+		s += ", preprocessing " + FormatSize(r.pre)
+	}
+	if r.decode > 0 {
+		s += ", decoding " + FormatSize(r.decode)
+	}
+	return s
 }
 
 // Usable is the system memory edged may plan with.
@@ -158,7 +366,7 @@ func (r MemoryReport) String() string {
 	if !r.Checked {
 		return "not checked: /proc/meminfo has no MemAvailable"
 	}
-	s := fmt.Sprintf("frame pools %s and engines about %s need %s of %s usable (MemAvailable %s", FormatSize(r.pools), FormatSize(r.engines), FormatSize(r.Need), FormatSize(r.Usable()), FormatSize(r.Available))
+	s := fmt.Sprintf("%s need %s of %s usable (MemAvailable %s", r.parts(), FormatSize(r.Need), FormatSize(r.Usable()), FormatSize(r.Available))
 	if r.Held > 0 {
 		s += fmt.Sprintf(" + %s the running configuration holds", FormatSize(r.Held))
 	}
@@ -207,11 +415,12 @@ func (e *MemoryError) Unwrap() []error {
 func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (MemoryReport, error) {
 	var r MemoryReport
 	for _, n := range plan.Needs {
-		r.pools += n.PoolBytes()
+		r.pools = satAdd(r.pools, n.PoolBytes())
+		r.tensors, r.pre, r.decode = satAdd(r.tensors, n.TensorBytes), satAdd(r.pre, n.PreBytes), satAdd(r.decode, n.DecodeBytes)
 		if n.OnDevice {
-			r.deviceEngine += n.EngineBytes
+			r.deviceEngine = satAdd(r.deviceEngine, n.EngineBytes)
 		} else {
-			r.engines += n.EngineBytes
+			r.engines = satAdd(r.engines, n.EngineBytes)
 		}
 	}
 	var probs []config.Problem
@@ -235,8 +444,9 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 				eng = "engine in GPU memory"
 			}
 			probs = append(probs, c.Problem(fmt.Sprintf("source[%d].buffers", n.source), "pipeline %q: %s; %s", n.Pipeline, pool, eng))
+			probs = append(probs, n.otherProblems(c)...)
 		}
-		msg := fmt.Sprintf("frame pools (%s) and engines (about %s) need %s, but %s/meminfo has MemAvailable %s", FormatSize(r.pools), FormatSize(r.engines), FormatSize(r.Need), procRoot, FormatSize(r.Available))
+		msg := fmt.Sprintf("%s need %s, but %s/meminfo has MemAvailable %s", r.parts(), FormatSize(r.Need), procRoot, FormatSize(r.Available))
 		if r.Held > 0 {
 			msg += fmt.Sprintf(" (+ %s the running configuration holds)", FormatSize(r.Held))
 		}
@@ -244,7 +454,7 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 		if neverFits = r.Need > r.Total-r.Reserve; neverFits {
 			msg += "; this machine can never hold it"
 		}
-		probs = append(probs, config.Problem{File: c.File, Msg: msg + "; lower the sources' buffers, width and height, the pipelines' queue, or run fewer pipelines"})
+		probs = append(probs, config.Problem{File: c.File, Msg: msg + "; lower the sources' buffers, width and height, the pipelines' queue and preprocess width and height, use a model with smaller inputs, or run fewer pipelines"})
 	}
 	if b.Device != nil && plan.Device() > 0 {
 		if free, total, err := b.Device(); err == nil && total > 0 {
@@ -273,9 +483,33 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 	return r, nil
 }
 
-// FormatSize formats a byte count for people (GiB, MiB, KiB).
+// significant is the part of a pipeline's need below which memory
+// problems do not name it on a line of its own.
+const significant = 1 << 20
+
+// otherProblems names, at the keys that decide them, the parts of n
+// besides its frame pool and engine that are large enough to matter.
+func (n MemoryNeed) otherProblems(c *config.Config) []config.Problem {
+	var probs []config.Problem
+	if n.TensorBytes >= significant {
+		probs = append(probs, c.Problem(n.tensorsKey, "pipeline %q: the engine binds tensors of %s (model %q: %s)", n.Pipeline, FormatSize(n.TensorBytes), n.Model, n.tensorsWhy))
+	}
+	if n.PreBytes >= significant {
+		probs = append(probs, c.Problem(fmt.Sprintf("pipeline[%d].preprocess.width", n.pipe), "pipeline %q: preprocessing's tables and row buffers take up to %s", n.Pipeline, FormatSize(n.PreBytes)))
+	}
+	if n.DecodeBytes >= significant {
+		probs = append(probs, c.Problem(fmt.Sprintf("source[%d].kind", n.source), "pipeline %q: the source's decoding takes up to %s besides its frame slots", n.Pipeline, FormatSize(n.DecodeBytes)))
+	}
+	return probs
+}
+
+// FormatSize formats a byte count for people (TiB, GiB, MiB, KiB).
 func FormatSize(n int64) string {
 	switch {
+	case n == math.MaxInt64:
+		return "more than 8 EiB"
+	case n >= 1<<40:
+		return fmt.Sprintf("%.2f TiB", float64(n)/(1<<40))
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:
@@ -294,12 +528,22 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 		n := MemoryNeed{Pipeline: p.cfg.Name}
 		if p.pool != nil && p.running() {
 			n.Slots, n.SlotBytes = p.pool.Len(), int64(p.pool.SlotSize())
+			_, n.DecodeBytes = SourceSize(p.src, p.scfg)
+			if p.h > 0 && p.w > 0 {
+				n.PreBytes = preprocess.WorkBytes(p.scfg.Width, p.scfg.Height, p.w, p.h, p.cfg.Preprocess.Threads)
+			}
 		}
 		if mc := g.cfg.Model(p.cfg.Model); mc != nil && p.hot.Current() != nil {
 			n.ModelBytes = modelBytes(g.cfg, mc)
 			n.EngineBytes = int64(float64(n.ModelBytes) * trt.DefaultBudgetFactor)
 			bn, _ := config.ModelBackend(mc)
 			n.OnDevice = discreteGPU && bn == "tensorrt"
+			eng := p.hot.Current().Engine
+			for _, t := range slices.Concat(eng.Inputs(), eng.Outputs()) {
+				if !n.OnDevice {
+					n.TensorBytes = satAdd(n.TensorBytes, max(t.Bytes(), 0))
+				}
+			}
 		}
 		plan.Needs = append(plan.Needs, n)
 	}
@@ -321,7 +565,7 @@ func (d *daemon) checkMemory(base, next *graph) error {
 	for _, p := range next.pipelines {
 		srcs[p.cfg.Name] = p.src
 	}
-	plan := PlanMemory(next.cfg, func(pc *config.Pipeline, sc *config.Source) int { return SlotSize(srcs[pc.Name], sc) }, discrete)
+	plan := PlanMemory(next.cfg, func(pc *config.Pipeline, sc *config.Source) (int, int64) { return SourceSize(srcs[pc.Name], sc) }, discrete)
 	r, err := CheckMemory(next.cfg, plan, base.heldMemory(discrete), b)
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)

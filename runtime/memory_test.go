@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/internal/onnxproto"
 	"github.com/edged-dev/edged/runtime/config"
 )
 
@@ -102,5 +103,58 @@ func TestCheckMemory(t *testing.T) {
 	_, err = CheckMemory(cfg, plan, MemoryPlan{}, gpu(16<<20, 24<<20))
 	if !errors.Is(err, ErrMemory) || !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "model[0].path: pipeline \"demo\": engine about 6.0 MiB in GPU memory") {
 		t.Fatalf("24 MiB GPU: %v", err)
+	}
+}
+
+// TestCheckMemoryCountsTensors: the memory check counts the tensors an
+// engine binds at the shapes it will bind, read from the model file
+// without loading it. A dynamic-input model with preprocess.width and
+// height of 16384 binds 3 GiB of input and, its output named like the
+// input's dimensions, 3 GiB of output per pipeline (before, the check
+// counted the 200-byte file twice: nothing); a model declaring a
+// dimension of 2^31 needs 1.5 TiB of input (and as much output), which no machine here holds: a
+// configuration error (exit 78), at model[0].path.
+func TestCheckMemoryCountsTensors(t *testing.T) {
+	dir := t.TempDir()
+	dyn := filepath.Join(dir, "dynamic.onnx")
+	os.WriteFile(dyn, onnxproto.IdentityModel(onnxproto.DTFloat, []int64{1, 3, -1, -1}, []string{"", "", "height", "width"}), 0o644)
+	huge := filepath.Join(dir, "huge.onnx")
+	os.WriteFile(huge, onnxproto.IdentityModel(onnxproto.DTFloat, []int64{1, 3, 1 << 31, 64}, nil), 0o644)
+	text := strings.Replace(string(configs.Default), `path = "builtin:demo" `, `path = "dynamic.onnx" `, 1)
+	text = strings.Replace(text, "width = 0 ", "width = 16384", 1)
+	text = strings.Replace(text, "height = 0 ", "height = 16384", 1)
+	cfg, err := config.Parse(filepath.Join(dir, "dyn.toml"), []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := PlanMemory(cfg, nil, false)
+	n := plan.Needs[0]
+	if n.TensorBytes != 2*3*16384*16384*4 || n.PreBytes < 1<<20 || n.PreBytes > 64<<20 {
+		t.Fatalf("need %+v", n)
+	}
+	_, err = CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 16384, 8000)})
+	line := 1 + strings.Count(text[:strings.Index(text, "width = 16384")], "\n")
+	want := fmt.Sprintf("dyn.toml:%d:9: pipeline[0].preprocess.width: pipeline \"demo\": the engine binds tensors of 6.00 GiB (model \"demo\": input input[1 3 16384 16384] 3.00 GiB, output output[1 3 16384 16384] 3.00 GiB)", line)
+	if !errors.Is(err, ErrMemory) || errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "engine tensors 6.00 GiB") {
+		t.Fatalf("16 GiB machine with 7.8 GiB available: %v\nwant %s", err, want)
+	}
+
+	text = strings.Replace(string(configs.Default), `path = "builtin:demo" `, `path = "huge.onnx"    `, 1)
+	cfg, err = config.Parse(filepath.Join(dir, "huge.toml"), []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan = PlanMemory(cfg, nil, false)
+	if n := plan.Needs[0]; n.TensorBytes != 2*3*(1<<31)*64*4 {
+		t.Fatalf("need %+v", n)
+	}
+	_, err = CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 1<<20, 1<<20)})
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "model[0].path: pipeline \"demo\": the engine binds tensors of 3.00 TiB") || !strings.Contains(err.Error(), "this machine can never hold it") {
+		t.Fatalf("1 TiB machine: %v", err)
+	}
+	// The built-in model is read too: its tensors are small and counted.
+	cfg, _ = config.Parse("", configs.Default)
+	if n := PlanMemory(cfg, nil, false).Needs[0]; n.TensorBytes != (3*64*64+8+2)*4 {
+		t.Errorf("built-in model: tensors %d bytes", n.TensorBytes)
 	}
 }

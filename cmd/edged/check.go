@@ -109,6 +109,17 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	fmt.Fprintln(stdout, "devices:")
 	for _, s := range cfg.Sources {
+		if valid && fedByCamera(cfg, s.Name) {
+			// What run builds each camera a pipeline uses with (it opens
+			// nothing; a replay reads its recording's header or its
+			// folder's images): an error is the configuration's, as run's.
+			src, err := newCamera(&s, cfg, jpeg.Options{})
+			if err != nil {
+				fail(exitConfig, "source %s: %v", s.Name, err)
+				continue
+			}
+			src.Close()
+		}
 		if s.Device == "" {
 			ok("source %s (%s)", s.Name, s.Kind)
 			continue
@@ -132,7 +143,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				ok("sink %s: %s", s.Name, s.Device)
 			}
 		case "socket":
-			ok("sink %s: socket %s", s.Name, s.Path)
+			checkSocket(&s, cfg.Resolve(s.Path), ok, warn, fail)
 		}
 	}
 
@@ -140,8 +151,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	checkNetwork(ctx, stdout, cfg, ok, warn, fail)
 
 	fmt.Fprintln(stdout, "memory:")
+	fits := false
 	if valid {
-		checkMemory(stdout, w, cfg, ok, fail)
+		fits = checkMemory(stdout, w, cfg, ok, fail)
 	} else {
 		skip(invalid)
 	}
@@ -158,6 +170,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		if missing[m.Name] {
 			fmt.Fprintf(stdout, "        model %s: not loaded: its file is not there (listed on stderr)\n", m.Name)
+			continue
+		}
+		if !fits {
+			// Loading it would allocate what the memory check refused.
+			fmt.Fprintf(stdout, "        model %s: not loaded: the memory check above refused the configuration\n", m.Name)
 			continue
 		}
 		// Each pipeline gets its own engine, loaded with its options, as
@@ -238,30 +255,32 @@ func checkDLA(cfg *config.Config, ok func(string, ...any), fail func(int, string
 	}
 }
 
-// checkMemory compares what the configuration's frame pools and engines
-// need with the memory there is, as run does before it allocates anything.
-func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string, ...any), fail func(int, string, ...any)) {
-	slot := func(pc *config.Pipeline, sc *config.Source) int {
+// checkMemory compares what the configuration's frame pools, engines and
+// their tensors, preprocessing and decoding need with the memory there is,
+// as run does before it allocates anything, and reports whether it fits.
+func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string, ...any), fail func(int, string, ...any)) bool {
+	sizes := func(pc *config.Pipeline, sc *config.Source) (int, int64) {
 		src, err := newCamera(sc, cfg, jpeg.Options{}) // opens nothing; replay reads the recording's header
 		if err != nil {
-			return edruntime.SlotSize(nil, sc)
+			return edruntime.SlotSize(nil, sc), 0
 		}
 		defer src.Close()
-		return edruntime.SlotSize(src, sc)
+		return edruntime.SourceSize(src, sc)
 	}
 	var b edruntime.MemoryBudget
 	free, total, discrete := w.deviceMemory()
 	if discrete {
 		b.Device = func() (uint64, uint64, error) { return free, total, nil }
 	}
-	plan := edruntime.PlanMemory(cfg, slot, discrete)
+	plan := edruntime.PlanMemory(cfg, sizes, discrete)
 	for _, n := range plan.Needs {
 		where := "system memory"
 		if n.OnDevice {
 			where = "GPU memory"
 		}
-		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; engine about %s (%s)\n", n.Pipeline, n.Slots,
-			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), edruntime.FormatSize(n.EngineBytes), where)
+		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; engine about %s (%s); engine tensors %s; preprocessing %s; decoding %s\n", n.Pipeline, n.Slots,
+			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), edruntime.FormatSize(n.EngineBytes), where,
+			edruntime.FormatSize(n.TensorBytes), edruntime.FormatSize(n.PreBytes), edruntime.FormatSize(n.DecodeBytes))
 	}
 	r, err := edruntime.CheckMemory(cfg, plan, edruntime.MemoryPlan{}, b)
 	if err != nil {
@@ -272,9 +291,10 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string
 		for _, line := range splitLines(err.Error()) {
 			fail(code, "%s", line)
 		}
-		return
+		return false
 	}
 	ok("%s", r)
+	return true
 }
 
 func splitLines(s string) []string {
@@ -415,4 +435,15 @@ func readModel(path string, maxBytes int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w (did it change while being read?)", path, err)
 	}
 	return data, nil
+}
+
+// fedByCamera reports whether source name is a camera a pipeline takes
+// frames from: run builds exactly those (Factories.Camera).
+func fedByCamera(cfg *config.Config, name string) bool {
+	for _, pc := range cfg.Pipelines {
+		if pc.Source == name {
+			return true
+		}
+	}
+	return false
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	binenc "encoding/binary"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"math"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/internal/onnxproto"
 	"github.com/edged-dev/edged/internal/procfs"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/sensors/sensorstest"
+	"github.com/edged-dev/edged/umem"
 )
 
 // Hostile inputs through the real binary, under systemd's conditions (a
@@ -350,5 +355,108 @@ func TestReplacedRecordingBacksOff(t *testing.T) {
 	r.results(t, "p", at, 5)
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
+	}
+}
+
+// runAndCheck runs `edged run` and `edged check` on cfg (each must exit by
+// itself within 60 s) and returns their exit codes and output.
+func runAndCheck(t *testing.T, lib, cfg string) (run int, runOut string, check int, checkOut string) {
+	t.Helper()
+	out := func(sub string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := edged(sub, "-config", cfg)
+		cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+		cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
+		b, _ := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("edged %s kept running:\n%s", sub, b)
+		}
+		return cmd.ProcessState.ExitCode(), string(b)
+	}
+	// check first: were it to pass a configuration run cannot hold, run
+	// would try to allocate it.
+	check, checkOut = out("check")
+	run, runOut = out("run")
+	return run, runOut, check, checkOut
+}
+
+// TestTensorMemoryIsCounted: four (or, on a larger machine, as many as it
+// takes) pipelines on a model with a dynamic input, preprocess.width and
+// height 16384: each engine binds a 3 GiB input and, its output named like
+// the input's dimensions, a 3 GiB output. Before, the memory check counted
+// the 200-byte model file twice ("16.4 MiB needed"), check said runnable
+// and the daemon went to 12.1 GiB of RSS. Now check and run refuse it
+// before anything is allocated, exit 78 (this machine can never hold it),
+// naming pipeline[i].preprocess.width and the tensors' sizes.
+func TestTensorMemoryIsCounted(t *testing.T) {
+	lib := needORT(t)
+	mi, err := umem.ReadMeminfo("")
+	if err != nil || mi.MemAvailable == 0 {
+		t.Skipf("no MemAvailable: %v", err)
+	}
+	dir := t.TempDir()
+	model := filepath.Join(dir, "dynamic.onnx")
+	os.WriteFile(model, onnxproto.IdentityModel(onnxproto.DTFloat, []int64{1, 3, -1, -1}, []string{"", "", "height", "width"}), 0o644)
+	k := max(4, int(mi.MemTotal/(6<<30))+1)
+	var b strings.Builder
+	fmt.Fprintf(&b, "[[source]]\nname = \"cam\"\nkind = \"synthetic\"\nwidth = 64\nheight = 48\n\n[[model]]\nname = \"big\"\npath = %q\n\n", model)
+	for i := range k {
+		fmt.Fprintf(&b, "[[pipeline]]\nname = \"p%d\"\nsource = \"cam\"\nmodel = \"big\"\nsinks = [\"local\"]\n[pipeline.preprocess]\nwidth = 16384\nheight = 16384\n\n", i)
+	}
+	fmt.Fprintf(&b, "[[sink]]\nname = \"local\"\nkind = \"socket\"\npath = %q\n", filepath.Join(dir, "s.sock"))
+	cfg := filepath.Join(dir, "big.toml")
+	os.WriteFile(cfg, []byte(b.String()), 0o644)
+	want := `pipeline[0].preprocess.width: pipeline "p0": the engine binds tensors of 6.00 GiB (model "big": input input[1 3 16384 16384] 3.00 GiB, output output[1 3 16384 16384] 3.00 GiB)`
+	run, runOut, check, checkOut := runAndCheck(t, lib, cfg)
+	if check != 78 || !strings.Contains(checkOut, want) || !strings.Contains(checkOut, "this machine can never hold it") {
+		t.Fatalf("check: exit %d, want 78 and %q:\n%s", check, want, checkOut)
+	}
+	if run != 78 || !strings.Contains(runOut, want) {
+		t.Fatalf("run: exit %d, want 78 and %q:\n%s", run, want, runOut)
+	}
+}
+
+// TestStartFailuresAreClassified: the exit status of a start that fails
+// says who must act — 78 when a person must change something, 1 when the
+// machine may get there by itself — and check says the same as run.
+// Before: a model declaring a dimension of 2^31 (3 TiB of tensors) with no
+// last-good copy exited 1 (a restart every 2 s forever), a socket path
+// taken by a regular file exited 1 and check called it ok, and check
+// called a missing recording ok while run exited 78.
+func TestStartFailuresAreClassified(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge.onnx")
+	os.WriteFile(huge, onnxproto.IdentityModel(onnxproto.DTFloat, []int64{1, 3, 1 << 31, 64}, nil), 0o644)
+	taken := filepath.Join(dir, "taken.sock")
+	os.WriteFile(taken, []byte("not a socket"), 0o644)
+	live := filepath.Join(dir, "live.sock")
+	ln, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, c := range []struct {
+		name       string
+		edits      []string
+		run, check int
+		say        string
+	}{
+		{"a model needing 3 TiB", []string{`path = "builtin:demo" `, fmt.Sprintf("path = %q ", huge)}, 78, 78, "model[0].path: pipeline \"demo\": the engine binds tensors of 3.00 TiB"},
+		{"a socket path taken by a file", []string{`path = "` + filepath.Join(dir, "edged.sock") + `" # `, `path = "` + taken + `" # `}, 78, 78, "is a regular file"},
+		{"a missing recording", []string{`kind = "synthetic" `, `kind = "replay"` + "\npath = \"" + filepath.Join(dir, "gone.edgedraw") + "\"\n#"}, 78, 78, "gone.edgedraw"},
+		{"another process on the socket", []string{`path = "` + filepath.Join(dir, "edged.sock") + `" # `, `path = "` + live + `" # `}, 1, 0, "another process is listening"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _ := testConfig(t, dir, c.edits...)
+			run, runOut, check, checkOut := runAndCheck(t, lib, cfg)
+			if check != c.check || !strings.Contains(checkOut, c.say) {
+				t.Errorf("check: exit %d, want %d and %q:\n%s", check, c.check, c.say, checkOut)
+			}
+			if run != c.run || !strings.Contains(runOut, c.say) {
+				t.Errorf("run: exit %d, want %d and %q:\n%s", run, c.run, c.say, runOut)
+			}
+		})
 	}
 }

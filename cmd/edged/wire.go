@@ -49,7 +49,8 @@ func factories(log *slog.Logger) edruntime.Factories {
 		Backend:       w.backend,
 		GPUPreprocess: w.gpuPreprocess,
 		Sink: func(s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
-			return newSink(log, s, c, inherited, control)
+			sink, err := newSink(log, s, c, inherited, control)
+			return sink, sinkError(s, err)
 		},
 		DeviceMemory: w.deviceMemory,
 	}
@@ -218,6 +219,16 @@ type sizedSource struct {
 }
 
 func (s sizedSource) SlotSize() int { return s.size }
+
+// WorkBytes passes on what the source allocates besides its slots, for
+// the memory check (runtime looks for this method).
+func (s sizedSource) WorkBytes() int64 {
+	w, ok := s.Source.(interface{ WorkBytes() int64 })
+	if !ok {
+		return 0
+	}
+	return w.WorkBytes()
+}
 
 // Pacing passes on whether the source waits by design for its next
 // frame (runtime looks for sensors.Pacer; the embedding hides it).

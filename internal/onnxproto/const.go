@@ -56,3 +56,36 @@ func ConstModel(input string, h, w int64, outs []ConstOutput, meta ...[2]string)
 	}
 	return m
 }
+
+// ShapedValueInfo describes a graph input or output of element type elem
+// whose dimension i is dims[i], or, where dims[i] < 0, dynamic and named
+// params[i] ("" or missing: unnamed).
+func ShapedValueInfo(name string, elem int, dims []int64, params []string) Msg {
+	var shape Msg
+	for i, d := range dims {
+		switch {
+		case d >= 0:
+			shape = shape.Bytes(shapeDim, Msg(nil).Varint(dimValue, d))
+		case i < len(params) && params[i] != "":
+			shape = shape.Bytes(shapeDim, Msg(nil).Str(dimParam, params[i]))
+		default:
+			shape = shape.Bytes(shapeDim, nil)
+		}
+	}
+	tt := Msg(nil).Varint(tensorElemType, int64(elem)).Bytes(tensorShape, shape)
+	return Msg(nil).Str(valueName, name).Bytes(valueType, Msg(nil).Bytes(typeTensorType, tt))
+}
+
+// IdentityModel returns an ONNX model (opset 17) whose one output,
+// "output", is its one input, "input", of element type elem and shape
+// dims (dynamic where negative, named by params: the output's dimensions
+// are named alike). Tests use it for models with huge or dynamic inputs.
+func IdentityModel(elem int, dims []int64, params []string) []byte {
+	g := Msg(nil).Bytes(GraphNode, Node{Op: "Identity", Name: "same", Inputs: []string{"input"}, Outputs: []string{"output"}}.Encode()).
+		Str(GraphName, "identity").
+		Bytes(GraphInput, ShapedValueInfo("input", elem, dims, params)).
+		Bytes(GraphOutput, ShapedValueInfo("output", elem, dims, params))
+	return Msg(nil).Varint(ModelIRVersion, 8).Str(ModelProducerName, "edged-test").
+		Bytes(ModelGraph, g).
+		Bytes(ModelOpsetImport, Msg(nil).Str(OpsetDomain, "").Varint(OpsetVersion, 17))
+}

@@ -2,6 +2,8 @@ package preprocess
 
 import (
 	"math"
+	"runtime"
+	"unsafe"
 
 	"github.com/edged-dev/edged/sensors"
 )
@@ -227,4 +229,37 @@ func pixelOffsets(f sensors.Format) []pxOff {
 		}
 	}
 	return px
+}
+
+// WorkBytes bounds the memory the CPU path of a preprocessor with threads
+// workers (0: as New picks) allocates for frames of srcW×srcH into an
+// outW×outH input: the tables of a plan (kept, and the taps they are built
+// from), and each worker's row buffers. Everything is linear in the
+// widths and heights (no intermediate image), so it is small next to the
+// frames and the tensor, but a person can configure sizes that make it
+// count; the memory check adds it up.
+func WorkBytes(srcW, srcH, outW, outH, threads int) int64 {
+	if threads <= 0 {
+		threads = min(runtime.GOMAXPROCS(0), 4)
+	}
+	n, m, nh, mh, th := int64(max(srcW, 1)), int64(max(outW, 1)), int64(max(srcH, 1)), int64(max(outH, 1)), int64(threads)
+	const (
+		tap      = int64(unsafe.Sizeof(Tap{}))
+		header   = int64(unsafe.Sizeof([]Tap(nil)))
+		colTap   = max(int64(unsafe.Sizeof(xtap{})), int64(unsafe.Sizeof(areaTap{})))
+		colBlk   = int64(unsafe.Sizeof(colBlock{}))
+		lineBlk  = int64(unsafe.Sizeof(lineBlock{}))
+		pixel    = int64(unsafe.Sizeof(pxOff{}))
+		overhead = 64 << 10
+	)
+	// Taps of both axes, built and then dropped (append doubles at most).
+	taps := func(src, dst int64) int64 { return header*dst + 2*tap*(src+2*dst) }
+	built := taps(n, m) + taps(nh, mh)
+	columns := 2*pixel*n + colTap*m + colBlk*(m/8+1) + 4*m + lineBlk*(n/8+1)
+	lines := 4*(mh+1) + 2*8*(nh+2*mh) // yStart, ySrc and yW
+	chunks := 16 * 4 * th
+	// Each worker's hrow, line, acc, tmp and il.
+	rows := th * (2*3*4*m + 3*4*(n+1) + 3*4*m + 3*4*m + 3*4*m)
+	plan := built + columns + lines + chunks
+	return plan + rows + overhead
 }

@@ -22,7 +22,39 @@ var (
 	ErrInUse = errors.New("stream: socket in use")
 	// ErrNotSocket means the socket path exists and is not a socket.
 	ErrNotSocket = errors.New("stream: path exists and is not a socket")
+	// ErrSocketPath means the socket path cannot hold a Unix socket
+	// (empty, or longer than a socket address allows).
+	ErrSocketPath = errors.New("stream: unusable socket path")
 )
+
+// CheckSocketPath reports what binding a socket at path would meet, without
+// binding one: ErrSocketPath, ErrNotSocket, ErrInUse (another process
+// answers there), or an error of its folder (missing, not searchable).
+// nil: the path is free, or holds a stale socket that would be replaced.
+func CheckSocketPath(path string) error {
+	if err := checkPathLength(path); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("stream: socket directory %s: %w", filepath.Dir(path), err)
+	}
+	return checkStale(path)
+}
+
+func checkPathLength(path string) error {
+	if path == "" {
+		return fmt.Errorf("%w: the socket path is empty (set path in the [[sink]])", ErrSocketPath)
+	}
+	if len(path) > maxSocketPath {
+		return fmt.Errorf("%w: socket path %s is %d bytes, longer than the %d a Unix socket allows; choose a shorter path", ErrSocketPath, path, len(path), maxSocketPath)
+	}
+	// listenUnix binds in a temporary folder beside path first:
+	// dir/.edged-<up to 10 digits>/s.
+	if n := len(filepath.Dir(path)) + len("/.edged-/s") + 10; n > maxSocketPath {
+		return fmt.Errorf("%w: socket path %s is too long to bind safely (the temporary name beside it would be up to %d bytes, more than %d); choose a shorter path", ErrSocketPath, path, n, maxSocketPath)
+	}
+	return nil
+}
 
 // maxSocketPath is the longest path a Unix socket address can hold on
 // Linux (sun_path is 108 bytes including the terminating NUL).
@@ -70,11 +102,8 @@ func resolveGroup(g string) (int, error) {
 // into place. A stale socket file (nobody answers) is replaced by that
 // rename; a live one is refused with ErrInUse.
 func listenUnix(path string, mode os.FileMode, gid int) (*net.UnixListener, fileID, error) {
-	if path == "" {
-		return nil, fileID{}, errors.New("stream: socket path is empty (set path in the [[sink]])")
-	}
-	if len(path) > maxSocketPath {
-		return nil, fileID{}, fmt.Errorf("stream: socket path %s is %d bytes, longer than the %d a Unix socket allows; choose a shorter path", path, len(path), maxSocketPath)
+	if err := checkPathLength(path); err != nil {
+		return nil, fileID{}, err
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -90,7 +119,7 @@ func listenUnix(path string, mode os.FileMode, gid int) (*net.UnixListener, file
 	defer os.RemoveAll(tmpDir)
 	tmp := filepath.Join(tmpDir, "s")
 	if len(tmp) > maxSocketPath {
-		return nil, fileID{}, fmt.Errorf("stream: socket path %s is too long to bind safely (the temporary name %s exceeds %d bytes); choose a shorter path", path, tmp, maxSocketPath)
+		return nil, fileID{}, fmt.Errorf("%w: socket path %s is too long to bind safely (the temporary name %s exceeds %d bytes); choose a shorter path", ErrSocketPath, path, tmp, maxSocketPath)
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {

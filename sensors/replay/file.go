@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/pixconv"
@@ -61,6 +62,20 @@ func ParseHeader(b []byte) (Header, error) {
 		return Header{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return Header{Format: f}, nil
+}
+
+// readFileHeader reads and parses the header of the recording at path.
+func readFileHeader(path string) (Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Header{}, err
+	}
+	defer f.Close()
+	var b [headerSize]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return Header{}, fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
+	}
+	return ParseHeader(b[:])
 }
 
 // Record is one frame's metadata in a raw frame file.

@@ -61,6 +61,7 @@ type Source struct {
 	played  int // frames of the current pass
 
 	// decoding: MJPEG files (at the decode target's scale) and .jpg images
+	mjMu   sync.Mutex // guards the mj pointer for WorkBytes, which does not take mu
 	mj     *mjpeg.Decoder
 	mjOpen bool // mj decodes an MJPEG file
 	target struct {
@@ -137,7 +138,9 @@ func (s *Source) decoder() (*mjpeg.Decoder, error) {
 		if err != nil {
 			return nil, s.errorf("%w", err)
 		}
+		s.mjMu.Lock()
 		s.mj = mj
+		s.mjMu.Unlock()
 	}
 	return s.mj, nil
 }
@@ -544,6 +547,58 @@ func (s *Source) pace(ctx context.Context, delta int64) error {
 		return s.errorf("%w", sensors.ErrClosed)
 	}
 	return err
+}
+
+// WorkBytes is the memory the source allocates besides its frame slots,
+// at most, for the recording or folder at Options.Path as it is now (0
+// when it cannot be read: Start says why): for an MJPEG recording, a
+// record's buffer and what decoding it takes; for a folder, the file
+// read whole (imageFileLimit), the image image/png or the JPEG decoder
+// makes of it (eight bytes a pixel, twice: the last frame's is garbage
+// until the collector runs) and, for formats other than RGB24, an RGB24
+// copy.
+func (s *Source) WorkBytes() int64 {
+	if st, err := os.Stat(s.opts.Path); err != nil {
+		return 0
+	} else if !st.IsDir() {
+		h, err := readFileHeader(s.opts.Path)
+		if err != nil || h.Format.Pixel != sensors.MJPEG {
+			return 0
+		}
+		work, _ := s.decoderWork(h.Format.Width, h.Format.Height)
+		return int64(h.Format.FrameSize()) + work
+	}
+	f, err := ProbeFolder(s.opts.Path, s.opts.Pixel)
+	if err != nil {
+		return 0
+	}
+	px := int64(f.Width) * int64(f.Height)
+	n := imageFileLimit(f.Width, f.Height) + 2*8*px
+	if f.Pixel != sensors.RGB24 {
+		n += 3 * px
+	}
+	if work, ok := s.decoderWork(f.Width, f.Height); ok {
+		n = max(n, imageFileLimit(f.Width, f.Height)+work+3*px)
+	}
+	return n
+}
+
+// decoderWork is what decoding a w×h JPEG frame takes with the decoder
+// this source uses (made and closed here when Start has not made it yet:
+// WorkBytes must not wait for a Next that holds mu).
+func (s *Source) decoderWork(w, h int) (int64, bool) {
+	s.mjMu.Lock()
+	mj := s.mj
+	s.mjMu.Unlock()
+	if mj == nil {
+		tmp, err := mjpeg.New(s.opts.JPEG)
+		if err != nil {
+			return 0, false
+		}
+		defer tmp.Close()
+		mj = tmp
+	}
+	return mj.WorkBytes(w, h), true
 }
 
 // closeFiles closes the recording (or forgets the folder's list).

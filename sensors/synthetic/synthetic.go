@@ -418,6 +418,15 @@ func (s *Source) tick(ctx context.Context) error {
 	return nil
 }
 
+// WorkBytes is the memory the source allocates besides its frame slots,
+// at most: with Encoded, the encoded frame and what decoding it takes.
+func (s *Source) WorkBytes() int64 {
+	if s.mj == nil {
+		return 0
+	}
+	return int64(len(s.enc)) + s.mj.WorkBytes(s.opts.Width, s.opts.Height)
+}
+
 // Pacing implements sensors.Pacer: Next is waiting for its next frame's
 // time at the configured rate.
 func (s *Source) Pacing() bool { return s.pacing.Load() }

@@ -57,6 +57,7 @@ type fakeDev struct {
 	refuseUserptr bool                             // REQBUFS(USERPTR) -> EINVAL
 	rejectQbuf    bool                             // QBUF(USERPTR) -> EFAULT
 	padLines      int                              // extra bytes per line (stride)
+	extraSize     int                              // bytes added to the sizeimage the driver reports
 	mem           func(addr uintptr, n int) []byte // finds USERPTR memory
 	auto          bool                             // endless good frames when the script is empty
 	autoData      []byte                           // auto: every frame's payload (MJPEG); nil = the sequence number
@@ -150,7 +151,7 @@ func (d *fakeDev) find(pix uint32) *fakeFmt {
 
 func (d *fakeDev) sizeimage() int {
 	f := sensors.Format{Width: int(d.cur.Width), Height: int(d.cur.Height), Pixel: sensors.PixelFormat(d.cur.Pixelformat), Stride: int(d.cur.Bytesperline)}
-	return f.FrameSize()
+	return f.FrameSize() + d.extraSize
 }
 
 func (d *fakeDev) ioctl(req uint, arg unsafe.Pointer) error {

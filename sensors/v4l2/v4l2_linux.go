@@ -312,6 +312,12 @@ func (s *Source) setFormat(node string) error {
 	}
 	s.sizeimage = int(p.Sizeimage)
 	s.need = delivered.FrameSize()
+	if limit := maxSizeimage(s.need); s.sizeimage > limit {
+		// The frame size the driver asks for sizes its buffers (MMAP) and
+		// the slots it needs: a driver that says 4 GiB for 640x480 is not
+		// believed.
+		return s.errorf("%w: %s: the driver reports frames of %d bytes for %dx%d %s, more than the %d such a frame can take", sensors.ErrFormat, node, s.sizeimage, o.Width, o.Height, o.Pixel, limit)
+	}
 	if o.Pixel != sensors.MJPEG && s.sizeimage > 0 && s.sizeimage < s.need {
 		// Some drivers pad only the lines that need it; trust sizeimage.
 		s.need = s.sizeimage
@@ -329,6 +335,12 @@ func (s *Source) setFormat(node string) error {
 	s.infoMu.Unlock()
 	return nil
 }
+
+// maxSizeimage is the largest sizeimage a driver may report for frames
+// that take need bytes (raw: with the driver's line padding; MJPEG: as
+// RGB24): twice that and 1 MiB, room for padding, metadata and JPEG
+// frames larger than their pixels.
+func maxSizeimage(need int) int { return 2*need + 1<<20 }
 
 // setRate asks for fps when requested and returns the rate in effect (0
 // when the driver does not say).
@@ -601,6 +613,16 @@ func (s *Source) wake() {
 		s.wakeBuf = [8]byte{1}
 		unix.Write(s.wakeFd, s.wakeBuf[:])
 	}
+}
+
+// WorkBytes is the memory the source allocates besides its frame slots,
+// at most: for MJPEG, what decoding a frame takes (the driver's own
+// buffers, in MMAP mode, are the kernel's).
+func (s *Source) WorkBytes() int64 {
+	if s.mj == nil {
+		return 0
+	}
+	return s.mj.WorkBytes(s.opts.Width, s.opts.Height)
 }
 
 // Pacing implements sensors.Pacer: Next is in poll(2) waiting for the

@@ -665,3 +665,25 @@ func TestProbe(t *testing.T) {
 		t.Fatalf("probe of a missing camera: %v", err)
 	}
 }
+
+// TestDriverSizeimageBounded: the frame size a driver reports sizes the
+// buffers it allocates and the slots it needs; one far beyond what the
+// format can take (1 GiB for 64x48 YUYV) is refused at Start, with the
+// numbers, instead of being believed.
+func TestDriverSizeimageBounded(t *testing.T) {
+	r := newRig(t, Options{Name: "front"}, 2, func() *fakeDev {
+		d := yuyvCam()
+		d.extraSize = 1 << 30
+		return d
+	})
+	err := r.src.Start(context.Background(), r.pool)
+	if !errors.Is(err, sensors.ErrFormat) || !strings.Contains(err.Error(), "the driver reports frames of 1073747968 bytes for 64x48 YUYV") {
+		t.Fatalf("Start: %v", err)
+	}
+	r2 := newRig(t, Options{Name: "front"}, 2, func() *fakeDev { // a little padding is fine
+		d := yuyvCam()
+		d.extraSize = 4096
+		return d
+	})
+	r2.start()
+}

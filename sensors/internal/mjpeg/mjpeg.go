@@ -127,3 +127,30 @@ func (d *Decoder) Close() error {
 	d.dec = nil
 	return err
 }
+
+// Per pixel of a w×h frame, what a decode allocates besides its
+// destination, at most: image/jpeg decodes a progressive 4:4:4 frame into
+// int32 coefficients (12 bytes a pixel) and a YCbCr image (3), converts
+// it into a full-size RGB24 image first when it scales (3), and copies
+// the frame to insert Huffman tables; each frame's memory is garbage
+// until the collector runs, so twice that. libjpeg-turbo keeps a
+// progressive frame's 16-bit coefficients (6 bytes a pixel) and no more
+// for baseline ones; nvJPEG decodes in the GPU's memory (a host staging
+// buffer of the frame's size).
+const (
+	stdWorkPerPixel   = 2 * (12 + 3 + 3)
+	turboWorkPerPixel = 6
+)
+
+// WorkBytes bounds the memory decoding one w×h frame allocates besides its
+// destination (and the frame), for the memory check.
+func (d *Decoder) WorkBytes(w, h int) int64 {
+	px := int64(max(w, 0)) * int64(max(h, 0))
+	switch d.info.Name {
+	case jpeg.Std:
+		return stdWorkPerPixel * px
+	case jpeg.TurboJPEG:
+		return turboWorkPerPixel * px
+	}
+	return 3 * px
+}
