@@ -211,10 +211,10 @@ install: $(ORT_DIR)/$(INSTALL_ARCH)/libonnxruntime.so.1 ## install binary, ORT l
 	install -m 0644 docs/SYSTEMD.md $(DESTDIR)$(DOCDIR)/SYSTEMD.md
 	@if [[ -e $(DESTDIR)$(SYSCONFDIR)/edged/edged.toml ]]; then \
 		echo "install: keeping existing $(DESTDIR)$(SYSCONFDIR)/edged/edged.toml"; \
-	elif [[ -f configs/edged.toml ]]; then \
-		install -m 0644 configs/edged.toml $(DESTDIR)$(SYSCONFDIR)/edged/edged.toml; \
+	elif [[ -f packaging/edged.toml ]]; then \
+		install -m 0644 packaging/edged.toml $(DESTDIR)$(SYSCONFDIR)/edged/edged.toml; \
 	else \
-		echo "install: configs/edged.toml missing: no default config installed"; exit 1; \
+		echo "install: packaging/edged.toml missing (go generate ./configs makes it): no default config installed"; exit 1; \
 	fi
 	@echo "installed edged $(VERSION) ($(INSTALL_ARCH)) under $(DESTDIR)$(PREFIX). On the target, as root:"
 	@echo "  systemd-sysusers edged.conf && systemd-tmpfiles --create edged.conf"

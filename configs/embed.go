@@ -2,6 +2,8 @@ package configs
 
 import _ "embed"
 
+//go:generate go run ./gen
+
 // Default is configs/edged.toml.
 //
 //go:embed edged.toml

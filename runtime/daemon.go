@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -414,11 +415,27 @@ func (d *daemon) startSinks(c *config.Config, early map[string]*sinkEntry) error
 // whose FileDescriptorName is the sink's name, or the only one when there is
 // exactly one listener and one socket sink.
 func (d *daemon) inherited(c *config.Config, s *config.Sink) net.Listener {
-	if s.Kind != "socket" || len(d.opts.Listeners) == 0 {
-		return nil
+	names := make([]string, 0, len(d.opts.Listeners))
+	for n := range d.opts.Listeners {
+		names = append(names, n)
 	}
-	if l, ok := d.opts.Listeners[s.Name]; ok {
-		return l
+	if n, ok := InheritedName(c, s, names); ok {
+		return d.opts.Listeners[n]
+	}
+	return nil
+}
+
+// InheritedName says which of the socket-activated listeners named names
+// (FileDescriptorName=) a socket sink takes: the one with the sink's name,
+// or the only one when there is exactly one listener and one socket sink.
+// run binds listeners by it, and check tells by it whether a systemd
+// socket unit would hand a sink its socket.
+func InheritedName(c *config.Config, s *config.Sink, names []string) (string, bool) {
+	if s.Kind != "socket" || len(names) == 0 {
+		return "", false
+	}
+	if slices.Contains(names, s.Name) {
+		return s.Name, true
 	}
 	sockets := 0
 	for _, x := range c.Sinks {
@@ -426,12 +443,10 @@ func (d *daemon) inherited(c *config.Config, s *config.Sink) net.Listener {
 			sockets++
 		}
 	}
-	if sockets == 1 && len(d.opts.Listeners) == 1 {
-		for _, l := range d.opts.Listeners {
-			return l
-		}
+	if sockets == 1 && len(names) == 1 {
+		return names[0], true
 	}
-	return nil
+	return "", false
 }
 
 func (d *daemon) control(ctx context.Context, req string) error {

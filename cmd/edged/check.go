@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/edged-dev/edged/internal/regfile"
@@ -21,56 +22,157 @@ import (
 )
 
 // cmdCheck checks what run would, and reports every problem it finds in
-// one run: the configuration (file:line:column and key) and its model
-// files, the GPU, where each pipeline preprocesses, the devices the
-// sources and sinks name, the memory the frame pools and engines need, and
-// every model, loaded for each pipeline the way the daemon loads it
-// (warm-up included) and checked against the pipeline with the function
-// the daemon binds it with (runtime.CheckPipeline). The memory and the
-// models are checked only when the configuration itself is valid: they
-// depend on its values.
+// one run, on stdout, in order: the configuration (file:line:column and
+// key) and its model files, the GPU, where each pipeline preprocesses, the
+// sources and sinks (each opened, made or connected to as run would, as
+// this user, and closed again: cameras and UARTs opened, the socket made
+// in its folder and removed, the MQTT broker connected to with the
+// configured credentials and TLS), the state folder, the memory the frame
+// pools and engines need, and every model, loaded for each pipeline the
+// way the daemon loads it (warm-up included) and checked against the
+// pipeline with the function the daemon binds it with
+// (runtime.CheckPipeline). Every path and default is resolved by the
+// functions run uses (wire.go). The memory and the models are checked
+// only when the configuration itself is valid: they depend on its values.
 //
 // A problem is of one of two kinds. A configuration problem needs a person
-// to change something (the file, a model file, frame pools and engines
-// that can never fit in this machine); waiting does not help. A problem of
-// the machine may pass by itself: a required device missing or unusable,
-// memory in use now, no GPU for device = "gpu". The exit status is 78 when
-// at least one problem is a configuration problem, else 1 when there is a
-// problem, else 0 (runnable).
+// to change something (the file, a model file, credentials the broker
+// refuses, frame pools and engines that can never fit in this machine);
+// waiting does not help. A problem of the machine may pass by itself: a
+// required device missing or unusable, a socket path in use, memory in use
+// now, no GPU for device = "gpu". The exit status is 78 when at least one
+// problem is a configuration problem, else 1 when there is a problem, else
+// 0 (runnable). A warning (an optional device missing, a broker that does
+// not answer now) is not a problem: run starts and waits for it.
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", stderr)
 	path := fs.String("config", "", "configuration file (default: $EDGED_CONFIG, else the embedded default)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	r := &report{w: stdout}
 	cfg, what, perr := parseConfig(*path)
 	if cfg == nil { // not readable as TOML: nothing else can be checked
-		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, perr)
-		return exitCode(perr)
+		r.section("configuration %s: not readable", what)
+		r.problems(perr)
+		r.verdict()
+		return r.code
 	}
-	code := exitOK
-	fail := func(c int, format string, a ...any) {
-		fmt.Fprintf(stdout, "  FAIL  "+format+"\n", a...)
-		if c == exitConfig || code == exitOK {
-			code = c
-		}
-	}
-	ok := func(format string, a ...any) { fmt.Fprintf(stdout, "  ok    "+format+"\n", a...) }
-	warn := func(format string, a ...any) { fmt.Fprintf(stdout, "  warn  "+format+"\n", a...) }
-	skip := func(why string) { fmt.Fprintf(stdout, "        not checked: %s\n", why) }
+	valid, missing := r.configuration(cfg, what, perr)
+	const invalid = "the configuration has problems (listed above)"
 
+	w := &wiring{log: slog.New(slog.DiscardHandler)}
+	alloc := r.gpu(w, cfg)
+	checkBoard(stdout, cfg, r.ok, r.warn)
+
+	r.section("preprocessing:")
+	for i := range cfg.Pipelines {
+		checkPreprocess(w, cfg, &cfg.Pipelines[i], r.ok, r.warn, r.fail)
+	}
+	r.section("sources:")
+	checkSources(ctx, r, cfg, valid)
+	r.section("sinks:")
+	checkSinks(ctx, r, cfg)
+	r.section("state:")
+	checkState(r, cfg)
+	r.section("network:")
+	checkNetwork(ctx, stdout, cfg, r.ok, r.warn, r.fail)
+
+	r.section("memory:")
+	fits := false
+	if valid {
+		fits = checkMemory(stdout, w, cfg, r.ok, r.fail)
+	} else {
+		r.skip(invalid)
+	}
+	r.section("models:")
+	if !valid {
+		r.skip(invalid)
+	}
+	sigs := map[string]trt.Signature{}
+	for i := range cfg.Models {
+		if !valid {
+			break
+		}
+		m := &cfg.Models[i]
+		if missing[m.Name] {
+			r.note("model %s: not loaded: its file is not there (listed above)", m.Name)
+			continue
+		}
+		if !fits {
+			// Loading it would allocate what the memory check refused.
+			r.note("model %s: not loaded: the memory check above refused the configuration", m.Name)
+			continue
+		}
+		checkModelFor(ctx, r, w, cfg, m, alloc, sigs)
+	}
+	checkMJPEG(w, cfg, sigs, r.ok, r.warn)
+	r.verdict()
+	return r.code
+}
+
+// report is what check prints: sections, then one line per finding
+// (ok, warn, FAIL, or an indented note), and the exit status so far.
+type report struct {
+	w    io.Writer
+	code int
+}
+
+func (r *report) section(format string, a ...any) { fmt.Fprintf(r.w, format+"\n", a...) }
+func (r *report) ok(format string, a ...any)      { fmt.Fprintf(r.w, "  ok    "+format+"\n", a...) }
+func (r *report) warn(format string, a ...any)    { fmt.Fprintf(r.w, "  warn  "+format+"\n", a...) }
+func (r *report) note(format string, a ...any)    { fmt.Fprintf(r.w, "        "+format+"\n", a...) }
+func (r *report) skip(why string)                 { r.note("not checked: %s", why) }
+
+// fail reports a problem; c is exitConfig or exitFailure (above).
+func (r *report) fail(c int, format string, a ...any) {
+	fmt.Fprintf(r.w, "  FAIL  "+format+"\n", a...)
+	if c == exitConfig || r.code == exitOK {
+		r.code = c
+	}
+}
+
+// problems reports every problem of a configuration error, one a line.
+func (r *report) problems(err error) {
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		r.fail(exitCode(err), "%v", err)
+		return
+	}
+	for _, p := range ce.Problems {
+		r.fail(exitConfig, "%s", p)
+	}
+}
+
+func (r *report) verdict() {
+	switch r.code {
+	case exitOK:
+		fmt.Fprintln(r.w, "runnable")
+	case exitConfig:
+		fmt.Fprintln(r.w, "not runnable: the configuration, a model file or credentials must change (exit 78)")
+	default:
+		fmt.Fprintln(r.w, "not runnable on this machine now: a device, the GPU or memory is missing or in use (exit 1)")
+	}
+}
+
+// configuration reports the configuration's problems and those of the
+// files it names; valid is false when the configuration itself has
+// problems, missing holds the models whose file is not there.
+func (r *report) configuration(cfg *config.Config, what string, perr error) (valid bool, missing map[string]bool) {
 	ferr := cfg.CheckFiles()
 	counts := fmt.Sprintf("%d source(s), %d model(s), %d pipeline(s), %d sink(s)", len(cfg.Sources), len(cfg.Models), len(cfg.Pipelines), len(cfg.Sinks))
 	if err := errors.Join(perr, ferr); err != nil {
-		fmt.Fprintf(stderr, "edged check: %s:\n%v\n", what, err)
-		code = exitConfig
-		fmt.Fprintf(stdout, "configuration %s: not valid, the problems are listed on stderr (%s)\n", what, counts)
+		r.section("configuration %s: not valid (%s):", what, counts)
+		if perr != nil {
+			r.problems(perr)
+		}
+		if ferr != nil {
+			r.problems(ferr)
+		}
 	} else {
-		fmt.Fprintf(stdout, "configuration %s: ok (%s)\n", what, counts)
+		r.section("configuration %s: ok (%s)", what, counts)
 	}
-	valid := perr == nil
-	const invalid = "the configuration has problems (listed on stderr)"
-	missing := map[string]bool{} // models whose file CheckFiles refused
+	missing = map[string]bool{}
 	var ce *config.Error
 	if errors.As(ferr, &ce) {
 		for _, p := range ce.Problems {
@@ -80,161 +182,92 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 	}
+	return perr == nil, missing
+}
 
-	fmt.Fprintln(stdout, "gpu:")
-	w := &wiring{log: slog.New(slog.DiscardHandler)}
+// gpu reports the CUDA device and the memory strategy (the driver's
+// absence once), and the TensorRT library: in full when a model needs
+// it, in one line when none does.
+func (r *report) gpu(w *wiring, cfg *config.Config) umem.Allocator {
+	r.section("gpu:")
 	var alloc umem.Allocator = umem.NewHost()
 	if a, _, err := w.allocator(cfg.GPU); err != nil {
-		fail(exitFailure, "memory = %q: %v", cfg.GPU.Memory, err)
+		r.fail(exitFailure, "memory = %q: %v", cfg.GPU.Memory, err)
 	} else {
 		alloc = a
 		for _, line := range splitLines(w.place.Probe.String()) {
-			fmt.Fprintf(stdout, "        %s\n", line)
+			r.note("%s", line)
 		}
-		ok("memory strategy %s: %s", w.place.Strategy, w.place.Reason)
+		// The reason repeats the driver's error the probe line gave.
+		why := strings.Replace(w.place.Reason, " ("+w.place.Probe.NoCUDA+")", "", 1)
+		r.ok("memory strategy %s: %s", w.place.Strategy, why)
 	}
-	if lib, err := tensorrt.Probe(cfg.GPU.TensorRTLibrary); err == nil {
-		ok("TensorRT: %s; this edged was built against TensorRT headers %s", lib, tensorrt.HeaderVersion())
-		checkDLA(cfg, ok, fail)
-	} else {
-		fmt.Fprintf(stdout, "        TensorRT: %v\n", err)
-	}
-
-	checkBoard(stdout, cfg, ok, warn)
-
-	fmt.Fprintln(stdout, "preprocessing:")
-	for i := range cfg.Pipelines {
-		checkPreprocess(w, cfg, &cfg.Pipelines[i], ok, warn, fail)
-	}
-
-	fmt.Fprintln(stdout, "devices:")
-	for _, s := range cfg.Sources {
-		if valid && fedByCamera(cfg, s.Name) {
-			// What run builds each camera a pipeline uses with (it opens
-			// nothing; a replay reads its recording's header or its
-			// folder's images): an error is the configuration's, as run's.
-			src, err := newCamera(&s, cfg, jpeg.Options{})
-			if err != nil {
-				fail(exitConfig, "source %s: %v", s.Name, err)
-				continue
-			}
-			src.Close()
-		}
-		if s.Device == "" {
-			ok("source %s (%s)", s.Name, s.Kind)
-			continue
-		}
-		if err := checkDevice(s.Device); err != nil {
-			if s.Optional {
-				warn("source %s: %v (optional: edged waits for it)", s.Name, err)
-			} else {
-				fail(exitFailure, "source %s: %v", s.Name, err)
-			}
-			continue
-		}
-		ok("source %s: %s", s.Name, s.Device)
-	}
-	for _, s := range cfg.Sinks {
-		switch s.Kind {
-		case "serial":
-			if err := checkDevice(s.Device); err != nil {
-				warn("sink %s: %v (edged reopens it when it appears)", s.Name, err)
-			} else {
-				ok("sink %s: %s", s.Name, s.Device)
-			}
-		case "socket":
-			checkSocket(&s, cfg.Resolve(s.Path), ok, warn, fail)
-		}
-	}
-
-	fmt.Fprintln(stdout, "network:")
-	checkNetwork(ctx, stdout, cfg, ok, warn, fail)
-
-	fmt.Fprintln(stdout, "memory:")
-	fits := false
-	if valid {
-		fits = checkMemory(stdout, w, cfg, ok, fail)
-	} else {
-		skip(invalid)
-	}
-
-	fmt.Fprintln(stdout, "models:")
-	sigs := map[string]trt.Signature{}
-	if !valid {
-		skip(invalid)
-	}
+	needTRT := false
 	for i := range cfg.Models {
-		m := &cfg.Models[i]
-		if !valid {
-			break
-		}
-		if missing[m.Name] {
-			fmt.Fprintf(stdout, "        model %s: not loaded: its file is not there (listed on stderr)\n", m.Name)
-			continue
-		}
-		if !fits {
-			// Loading it would allocate what the memory check refused.
-			fmt.Fprintf(stdout, "        model %s: not loaded: the memory check above refused the configuration\n", m.Name)
-			continue
-		}
-		// Each pipeline gets its own engine, loaded with its options, as
-		// run loads them; a model no pipeline uses is loaded once.
-		var users []*config.Pipeline
-		for j := range cfg.Pipelines {
-			if cfg.Pipelines[j].Model == m.Name {
-				users = append(users, &cfg.Pipelines[j])
-			}
-		}
-		if len(users) == 0 {
-			users = append(users, nil)
-		}
-		for _, pc := range users {
-			start := time.Now()
-			sig, md, backend, plugins, err := checkModel(ctx, w, cfg, m, pc, alloc)
-			if err != nil {
-				c := exitConfig
-				if errors.Is(err, trt.ErrMemory) {
-					c = exitFailure // memory in use now
-				}
-				fail(c, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
-				break
-			}
-			_, seen := sigs[m.Name]
-			sigs[m.Name] = sig
-			ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
-			if !seen {
-				fmt.Fprintf(stdout, "        model %s: %s\n", m.Name, md)
-				if plugins != "" {
-					fmt.Fprintf(stdout, "        model %s: TensorRT plugins: %s\n", m.Name, plugins)
-				}
-			}
-			if pc == nil {
-				continue
-			}
-			// The same decision run makes when it binds the pipeline.
-			notes, err := edruntime.CheckPipeline(cfg, pc, sig, md)
-			for _, n := range notes {
-				fmt.Fprintf(stdout, "        pipeline %s: %s\n", pc.Name, n)
-			}
-			if err != nil {
-				for _, line := range splitLines(err.Error()) {
-					fail(exitConfig, "%s", line)
-				}
-				continue
-			}
-			ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
+		if b, err := config.ModelBackend(&cfg.Models[i]); err == nil && b == "tensorrt" {
+			needTRT = true
 		}
 	}
-	checkMJPEG(w, cfg, sigs, ok, warn)
-	switch code {
-	case exitOK:
-		fmt.Fprintln(stdout, "runnable")
-	case exitConfig:
-		fmt.Fprintln(stdout, "not runnable: the configuration or a model file must change (exit 78)")
+	switch lib, err := tensorrt.Probe(cfg.GPU.TensorRTLibrary); {
+	case err == nil:
+		r.ok("TensorRT: %s; this edged was built against TensorRT headers %s", lib, tensorrt.HeaderVersion())
+		checkDLA(cfg, r.ok, r.fail)
+	case needTRT:
+		r.note("TensorRT: %v", err)
 	default:
-		fmt.Fprintln(stdout, "not runnable on this machine now: a device, the GPU or memory is missing (exit 1)")
+		r.note("TensorRT: not found (no model of this configuration needs it)")
 	}
-	return code
+	return alloc
+}
+
+// checkModelFor loads model m for each pipeline that uses it (once when
+// none does), as run loads them, and checks each pipeline against it.
+func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config, m *config.Model, alloc umem.Allocator, sigs map[string]trt.Signature) {
+	var users []*config.Pipeline
+	for j := range cfg.Pipelines {
+		if cfg.Pipelines[j].Model == m.Name {
+			users = append(users, &cfg.Pipelines[j])
+		}
+	}
+	if len(users) == 0 {
+		users = append(users, nil)
+	}
+	for _, pc := range users {
+		start := time.Now()
+		sig, md, backend, plugins, err := checkModel(ctx, w, cfg, m, pc, alloc)
+		if err != nil {
+			c := exitConfig
+			if errors.Is(err, trt.ErrMemory) {
+				c = exitFailure // memory in use now
+			}
+			r.fail(c, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
+			return
+		}
+		_, seen := sigs[m.Name]
+		sigs[m.Name] = sig
+		r.ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+		if !seen {
+			r.note("model %s: %s", m.Name, md)
+			if plugins != "" {
+				r.note("model %s: TensorRT plugins: %s", m.Name, plugins)
+			}
+		}
+		if pc == nil {
+			continue
+		}
+		// The same decision run makes when it binds the pipeline.
+		notes, err := edruntime.CheckPipeline(cfg, pc, sig, md)
+		for _, n := range notes {
+			r.note("pipeline %s: %s", pc.Name, n)
+		}
+		if err != nil {
+			for _, line := range splitLines(err.Error()) {
+				r.fail(exitConfig, "%s", line)
+			}
+			continue
+		}
+		r.ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
+	}
 }
 
 // checkDLA says how many DLA cores TensorRT finds on this module, and

@@ -4,19 +4,33 @@ import (
 	"fmt"
 
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/trt"
 )
 
-// checkMJPEG says, for each pipeline whose camera delivers MJPEG, which
-// decoder serves it, the DCT scale its frames are decoded at for the
-// model's input and why (what run logs as "MJPEG decoding"). sigs are the
-// loaded models' signatures by model name.
+// checkMJPEG says, for each pipeline whose camera delivers MJPEG (a
+// replayed recording says so in its header), which decoder serves it, the
+// DCT scale its frames are decoded at for the model's input and why (what
+// run logs as "MJPEG decoding"). sigs are the loaded models' signatures by
+// model name.
 func checkMJPEG(wr *wiring, cfg *config.Config, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		sc := cfg.Source(pc.Source)
-		if sc == nil || (sc.Format != "MJPEG" && sc.Format != "MJPG") {
+		if sc == nil {
+			continue
+		}
+		if sc.Kind == "replay" {
+			f, dir, err := replayFormat(cfg.Resolve(sc.Path), 0)
+			if err != nil || dir || f.Pixel != sensors.MJPEG {
+				continue
+			}
+			c := *sc
+			c.Format, c.Width, c.Height = "MJPEG", f.Width, f.Height
+			sc = &c
+		}
+		if sc.Format != "MJPEG" && sc.Format != "MJPG" {
 			continue
 		}
 		// The decoder run would make for this source (nvJPEG where frames

@@ -114,7 +114,7 @@ path = %q
 	}
 	devices := []string{
 		"FAIL  source cam: " + filepath.Join(dir, "video9") + ": no such file or directory",
-		"FAIL  source imu: " + filepath.Join(dir, "ttyIMU") + ": no such file or directory",
+		"FAIL  source imu: " + filepath.Join(dir, "ttyIMU") + " does not exist; check the cable",
 		"warn  sink uart: " + filepath.Join(dir, "ttyTHS9") + ": no such file or directory",
 	}
 	cases := []struct {

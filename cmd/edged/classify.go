@@ -38,19 +38,3 @@ func sinkError(s *config.Sink, err error) error {
 	}
 	return err
 }
-
-// checkSocket is check's look at a socket sink's path: what binding it
-// would meet (stream.CheckSocketPath), classified as run classifies it. A
-// socket another process answers on is most likely the running edged:
-// that is said, not counted against the configuration.
-func checkSocket(s *config.Sink, path string, ok func(string, ...any), warn func(string, ...any), fail func(int, string, ...any)) {
-	err := stream.CheckSocketPath(path)
-	switch {
-	case err == nil:
-		ok("sink %s: socket %s", s.Name, path)
-	case errors.Is(err, stream.ErrInUse):
-		warn("sink %s: %v (edged itself, if it is running: run refuses to start beside it, exit 1)", s.Name, err)
-	default:
-		fail(exitCode(sinkError(s, err)), "sink %s: %v", s.Name, err)
-	}
-}

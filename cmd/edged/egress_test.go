@@ -64,7 +64,8 @@ var startedPID = regexp.MustCompile(`msg="edged starting".* pid=(\d+)`)
 //   - files: any name created, opened for writing, renamed, linked or
 //     removed outside the state folder, the socket's folder and /dev, and
 //     any file left in HOME, TMPDIR, XDG_* or the working folder, all
-//     pointed at empty folders.
+//     pointed at empty folders (check too: it makes and removes its
+//     probes of the socket and state folders there).
 func TestNothingLeavesTheDevice(t *testing.T) {
 	lib := needORT(t)
 	strace := needStrace(t)
@@ -202,8 +203,19 @@ func TestNothingLeavesTheDevice(t *testing.T) {
 				t.Errorf("edged check reached %s (%d calls), e.g. %s", peer, len(cs), cs[0])
 			}
 		}
-		checkChanged(t, changedPaths(calls, dirs["cwd"]))
+		// check makes the socket in its folder and a file in the state
+		// folder, as run would, and removes them (issue 19): changes
+		// there, nothing left behind.
+		checkChanged(t, changedPaths(calls, dirs["cwd"]), state, sockDir)
 		emptyDirs(t, dirs)
+		for _, d := range []string{state, sockDir} {
+			entries, _ := os.ReadDir(d)
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ".edged-") {
+					t.Errorf("edged check left %s in %s", e.Name(), d)
+				}
+			}
+		}
 	})
 }
 

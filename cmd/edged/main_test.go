@@ -388,19 +388,28 @@ func TestBadConfigExit78(t *testing.T) {
 			at = valueAt(string(text), `"lokal"`)
 		}
 		want := fmt.Sprintf("%s:%s: %s", cfg, at, c.want)
+		// run says the problems on stderr; check's report, problems
+		// included, is on stdout alone (issue 19: the two interleaved).
 		for _, sub := range []string{"run", "check"} {
 			cmd := edged(sub, "-config", cfg)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
+			said, other := stderr.String(), stdout.String()
+			if sub == "check" {
+				said, other = other, said
+			}
 			if cmd.ProcessState.ExitCode() != 78 {
-				t.Fatalf("%s with %q: exit %v, want 78\n%s", sub, c.to, err, stderr.String())
+				t.Fatalf("%s with %q: exit %v, want 78\n%s", sub, c.to, err, said)
 			}
-			if !strings.Contains(stderr.String(), want) {
-				t.Errorf("%s with %q: stderr lacks %q:\n%s", sub, c.to, want, stderr.String())
+			if !strings.Contains(said, want) {
+				t.Errorf("%s with %q: the report lacks %q:\n%s", sub, c.to, want, said)
 			}
-			if n := strings.Count(stderr.String(), ".toml:"); n != 2 { // the heading and one problem
-				t.Errorf("%s with %q: expected exactly one problem:\n%s", sub, c.to, stderr.String())
+			if n := strings.Count(said, ".toml:"); n != 2 { // the heading and one problem
+				t.Errorf("%s with %q: expected exactly one problem:\n%s", sub, c.to, said)
+			}
+			if sub == "check" && other != "" {
+				t.Errorf("check wrote to stderr too:\n%s", other)
 			}
 		}
 	}

@@ -61,13 +61,17 @@ func TestMetricsListenClassified(t *testing.T) {
 }
 
 // runBriefly runs edged SUB -config cfg, which must exit by itself within
-// 30 s, and returns its exit code and stderr.
+// 30 s, and returns its exit code and stderr (for check, whose report is
+// on stdout, stdout and stderr).
 func runBriefly(t *testing.T, lib, sub, cfg string) (int, string) {
 	t.Helper()
 	cmd := edged(sub, "-config", cfg)
 	cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
+	if sub == "check" {
+		cmd.Stdout = &stderr
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

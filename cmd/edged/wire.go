@@ -189,7 +189,7 @@ func newCamera(sc *config.Source, c *config.Config, jo jpeg.Options) (sensors.So
 		return synthetic.New(synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
 			Seed: uint64(sc.Seed), PeriodFrames: sc.Period, JPEG: jo})
 	case "v4l2":
-		opts := v4l2.Options{Name: sc.Name, Device: sc.Device, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
+		opts := v4l2.Options{Name: sc.Name, Device: devicePath(sc, c), Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
 			Buffers: sc.Buffers, Memory: sc.IO, JPEG: jo}
 		src, err := v4l2.New(opts)
 		if err != nil {
@@ -268,38 +268,49 @@ func (s sizedSource) CaptureStats() (mode string, counters map[string]uint64) {
 		"timeouts": st.Timeouts, "restarts": st.Restarts, "gone": st.Gone}
 }
 
-// replaySlotSize reads a recording's header, or the header of the first
-// usable image of a folder (replay.ProbeFolder), for the frame size.
+// replaySlotSize is the frame slot a replay source needs: its frame size
+// (replayFormat), at least RGB24's for an image folder.
 func replaySlotSize(path string, pf sensors.PixelFormat) (int, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return 0, fmt.Errorf("replay %s: %w", path, err)
-	}
-	if !st.IsDir() {
-		f, _, err := regfile.Open(path, regfile.NoLimit)
-		if err != nil {
-			return 0, err
-		}
-		defer f.Close()
-		hdr := make([]byte, 32)
-		if _, err := io.ReadFull(f, hdr); err != nil {
-			return 0, fmt.Errorf("replay %s: reading the header: %w", path, err)
-		}
-		h, err := replay.ParseHeader(hdr)
-		if err != nil {
-			return 0, fmt.Errorf("replay %s: %w", path, err)
-		}
-		return h.Format.FrameSize(), nil
-	}
-	f, err := replay.ProbeFolder(path, pf)
+	f, dir, err := replayFormat(path, pf)
 	if err != nil {
 		return 0, err
 	}
-	return max(f.FrameSize(), f.Width*f.Height*3), nil
+	if dir {
+		return max(f.FrameSize(), f.Width*f.Height*3), nil
+	}
+	return f.FrameSize(), nil
+}
+
+// replayFormat reads a recording's header, or the header of the first
+// usable image of a folder (replay.ProbeFolder, dir true), for the frames'
+// format.
+func replayFormat(path string, pf sensors.PixelFormat) (f sensors.Format, dir bool, _ error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return f, false, fmt.Errorf("replay %s: %w", path, err)
+	}
+	if st.IsDir() {
+		f, err := replay.ProbeFolder(path, pf)
+		return f, true, err
+	}
+	fh, _, err := regfile.Open(path, regfile.NoLimit)
+	if err != nil {
+		return f, false, err
+	}
+	defer fh.Close()
+	hdr := make([]byte, 32)
+	if _, err := io.ReadFull(fh, hdr); err != nil {
+		return f, false, fmt.Errorf("replay %s: reading the header: %w", path, err)
+	}
+	h, err := replay.ParseHeader(hdr)
+	if err != nil {
+		return f, false, fmt.Errorf("replay %s: %w", path, err)
+	}
+	return h.Format, false, nil
 }
 
 func newSensor(sc *config.Source, c *config.Config) (sensors.SampleSource, error) {
-	src, err := serialsrc.New(serialsrc.Options{Name: sc.Name, Device: c.Resolve(sc.Device), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
+	src, err := serialsrc.New(serialsrc.Options{Name: sc.Name, Device: devicePath(sc, c), Baud: sc.Baud, Protocol: sc.Protocol, Columns: sc.Columns})
 	if err != nil {
 		return nil, err
 	}
@@ -319,76 +330,65 @@ func (s serialSensor) RejectedLines() map[string]uint64 {
 func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 	switch s.Kind {
 	case "socket":
-		enc, err := stream.ParseEncoding(s.Format)
-		if err != nil {
-			return nil, err
-		}
-		mode, err := config.ParseMode(s.Mode)
-		if err != nil {
-			return nil, err
-		}
 		slog := log.With("sink", s.Name)
 		var rl rateLog
-		sock, err := stream.NewSocket(stream.SocketOptions{
-			Name: s.Name, Path: c.Resolve(s.Path), Listener: inherited, NoActivation: true, Device: c.Daemon.DeviceID,
-			Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, MaxClientsPerUID: s.MaxClientsPerUID, QueueLen: s.ClientQueue,
-			WriteTimeout: s.WriteTimeout.Duration, Keepalive: s.Keepalive.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
-			AllowUIDs: u32s(s.AllowUIDs), AllowGIDs: u32s(s.AllowGIDs),
-			OnControl: func(ctx context.Context, req stream.ControlRequest, peer stream.PeerCred) error {
-				rl.log(slog, logInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
-				return control(ctx, req.Reload)
-			},
-			// Every kind of client event is logged at most once per 10 s
-			// (with a count of those left out): peers decide how often
-			// these happen.
-			OnClient: func(ev stream.ClientEvent) {
-				args := []any{"client", ev.ID, "uid", ev.Peer.UID, "gid", ev.Peer.GID, "pid", ev.Peer.PID}
-				switch ev.Kind {
-				case stream.ClientConnected:
-					rl.log(slog, logInfo, "connected", "client connected", args...)
-				case stream.ClientRejected:
-					rl.log(slog, logWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
-				case stream.ClientDisconnected:
-					args = append(args, "sent", ev.Sent, "dropped", ev.Dropped)
-					if ev.Err != nil {
-						rl.log(slog, logWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
-					} else {
-						rl.log(slog, logInfo, "disconnected", "client disconnected", args...)
-					}
+		o, err := socketOptions(s, c)
+		if err != nil {
+			return nil, err
+		}
+		o.Listener = inherited
+		o.OnControl = func(ctx context.Context, req stream.ControlRequest, peer stream.PeerCred) error {
+			rl.log(slog, logInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
+			return control(ctx, req.Reload)
+		}
+		// Every kind of client event is logged at most once per 10 s (with
+		// a count of those left out): peers decide how often these happen.
+		o.OnClient = func(ev stream.ClientEvent) {
+			args := []any{"client", ev.ID, "uid", ev.Peer.UID, "gid", ev.Peer.GID, "pid", ev.Peer.PID}
+			switch ev.Kind {
+			case stream.ClientConnected:
+				rl.log(slog, logInfo, "connected", "client connected", args...)
+			case stream.ClientRejected:
+				rl.log(slog, logWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
+			case stream.ClientDisconnected:
+				args = append(args, "sent", ev.Sent, "dropped", ev.Dropped)
+				if ev.Err != nil {
+					rl.log(slog, logWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
+				} else {
+					rl.log(slog, logInfo, "disconnected", "client disconnected", args...)
 				}
-			},
-		})
+			}
+		}
+		sock, err := stream.NewSocket(o)
 		if err != nil {
 			return nil, err
 		}
 		if inherited != nil {
 			slog.Info("socket sink listening (socket activation)", "path", sock.Path())
 		} else {
-			slog.Info("socket sink listening", "path", sock.Path(), "mode", fmt.Sprintf("%04o", mode), "group", s.Group)
+			slog.Info("socket sink listening", "path", sock.Path(), "mode", fmt.Sprintf("%04o", o.Mode), "group", s.Group)
 		}
 		return sock, nil
 	case "serial":
 		slog := log.With("sink", s.Name, "device", s.Device)
 		var rl rateLog
-		ser, err := stream.NewSerial(stream.SerialOptions{
-			Name: s.Name, Device: c.Resolve(s.Device), Baud: s.Baud, DataBits: s.DataBits, Parity: s.Parity, StopBits: s.StopBits,
-			Format: s.Format, QueueLen: s.Queue, MaxFrameBytes: s.MaxFrameBytes, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
-			OnEvent: func(ev stream.SerialEvent) {
-				switch ev.Kind {
-				// Each kind at most once per 10 s: a port that opens and
-				// fails at once, over and over, cannot flood the journal
-				// (its state is edged_serial_up).
-				case stream.SerialOpened:
-					rl.log(slog, logInfo, "opened", "serial port open", "event", "serial_up")
-				case stream.SerialOpenFailed:
-					rl.log(slog, logWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-				case stream.SerialLost:
-					rl.log(slog, logWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-				case stream.SerialStalled:
-					rl.log(slog, logWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
-				}
-			},
-		})
+		o := serialSinkOptions(s, c)
+		o.OnEvent = func(ev stream.SerialEvent) {
+			switch ev.Kind {
+			// Each kind at most once per 10 s: a port that opens and
+			// fails at once, over and over, cannot flood the journal
+			// (its state is edged_serial_up).
+			case stream.SerialOpened:
+				rl.log(slog, logInfo, "opened", "serial port open", "event", "serial_up")
+			case stream.SerialOpenFailed:
+				rl.log(slog, logWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+			case stream.SerialLost:
+				rl.log(slog, logWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+			case stream.SerialStalled:
+				rl.log(slog, logWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
+			}
+		}
+		ser, err := stream.NewSerial(o)
 		if err != nil {
 			return nil, err
 		}
@@ -398,6 +398,39 @@ func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.L
 	}
 	return nil, errors.New("sink kind " + s.Kind + " is not available in this build")
 }
+
+// socketOptions are the options of socket sink s, as run makes them and
+// check probes them: the path resolved against the configuration's
+// folder, no callbacks, no inherited listener.
+func socketOptions(s *config.Sink, c *config.Config) (stream.SocketOptions, error) {
+	enc, err := stream.ParseEncoding(s.Format)
+	if err != nil {
+		return stream.SocketOptions{}, err
+	}
+	mode, err := config.ParseMode(s.Mode)
+	if err != nil {
+		return stream.SocketOptions{}, err
+	}
+	return stream.SocketOptions{
+		Name: s.Name, Path: c.Resolve(s.Path), NoActivation: true, Device: c.Daemon.DeviceID,
+		Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, MaxClientsPerUID: s.MaxClientsPerUID, QueueLen: s.ClientQueue,
+		WriteTimeout: s.WriteTimeout.Duration, Keepalive: s.Keepalive.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
+		AllowUIDs: u32s(s.AllowUIDs), AllowGIDs: u32s(s.AllowGIDs),
+	}, nil
+}
+
+// serialSinkOptions are the options of serial sink s, as run makes them
+// and check probes them.
+func serialSinkOptions(s *config.Sink, c *config.Config) stream.SerialOptions {
+	return stream.SerialOptions{
+		Name: s.Name, Device: c.Resolve(s.Device), Baud: s.Baud, DataBits: s.DataBits, Parity: s.Parity, StopBits: s.StopBits,
+		Format: s.Format, QueueLen: s.Queue, MaxFrameBytes: s.MaxFrameBytes, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
+	}
+}
+
+// devicePath is the device node of a V4L2 camera or a serial sensor,
+// resolved as every path of the configuration is.
+func devicePath(sc *config.Source, c *config.Config) string { return c.Resolve(sc.Device) }
 
 func u32s(v []int) []uint32 {
 	out := make([]uint32, 0, len(v))
@@ -420,55 +453,12 @@ func libPath(c *config.Config, lib string) string {
 // newMQTTSink builds an MQTT sink; its on-disk queue is
 // state_dir/mqtt/<sink>/ (memory only without a state folder).
 func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.Sink, error) {
-	u, err := url.Parse(s.URL)
-	if err != nil {
-		return nil, fmt.Errorf("url %q: %w", s.URL, err)
-	}
-	enc, err := stream.ParseEncoding(s.Format)
+	o, err := mqttOptions(s, c)
 	if err != nil {
 		return nil, err
 	}
-	lg := log.With("sink", s.Name, "url", u.Redacted())
-	o := mqttsink.Options{
-		Name: s.Name, URL: u, Device: c.Daemon.DeviceID, Topic: s.Topic, StatusTopic: s.StatusTopic,
-		QoS: byte(*s.QoS), Encoding: enc, ClientID: s.ClientID, Username: s.Username,
-		QueueLen: s.Queue, QueueBytes: s.QueueBytes, Keepalive: s.Keepalive.Duration,
-		ConnectTimeout: s.ConnectTimeout.Duration, AckTimeout: s.AckTimeout.Duration,
-		FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
-	}
-	// The files are read once per loaded configuration (CheckFiles), so
-	// the sink is built from the bytes its reload was compared by.
-	pem := func(key, path string, limit int64) (mqttsink.PEM, error) {
-		if path == "" {
-			return mqttsink.PEM{}, nil
-		}
-		b, err := c.ReadNamed(path, limit)
-		if err != nil {
-			return mqttsink.PEM{}, fmt.Errorf("%s: %w", key, err)
-		}
-		return mqttsink.PEM{Name: c.Resolve(path), Data: b}, nil
-	}
-	if s.PasswordFile != "" {
-		f, err := pem("password_file", s.PasswordFile, config.MaxPasswordFileBytes)
-		if err != nil {
-			return nil, err
-		}
-		o.Password = mqttsink.Password(f.Data)
-	}
-	if u.Scheme == "mqtts" {
-		var files [3]mqttsink.PEM
-		for i, f := range []struct{ key, path string }{{"ca_file", s.CAFile}, {"cert_file", s.CertFile}, {"key_file", s.KeyFile}} {
-			if files[i], err = pem(f.key, f.path, config.MaxPEMFileBytes); err != nil {
-				return nil, err
-			}
-		}
-		if o.TLS, err = mqttsink.TLSConfig(files[0], files[1], files[2]); err != nil {
-			return nil, err
-		}
-	}
-	if dir := edruntime.StateDir(c); dir != "" {
-		o.Dir = filepath.Join(dir, "mqtt", s.Name)
-	} else {
+	lg := log.With("sink", s.Name, "url", o.URL.Redacted())
+	if o.Dir == "" {
 		lg.Warn("no state folder (daemon.state_dir or systemd's StateDirectory=): the MQTT queue is kept in memory only and lost on restart")
 	}
 	var rl rateLog
@@ -508,6 +498,62 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.
 	if err != nil {
 		return nil, err
 	}
-	lg.Info("mqtt sink started", "topic", s.Topic, "status_topic", s.StatusTopic, "qos", *s.QoS, "format", enc.String(), "queue_dir", o.Dir)
+	lg.Info("mqtt sink started", "topic", s.Topic, "status_topic", s.StatusTopic, "qos", *s.QoS, "format", o.Encoding.String(), "queue_dir", o.Dir)
 	return sink, nil
+}
+
+// mqttOptions are the options of MQTT sink s, as run makes them and check
+// probes them: the password and the TLS settings from the bytes of
+// password_file and the CA and client certificate files, read once per
+// loaded configuration (CheckFiles: so the sink is built from the bytes
+// its reload was compared by), the queue in state_dir/mqtt/<sink>/ (""
+// without a state folder); no callbacks.
+func mqttOptions(s *config.Sink, c *config.Config) (mqttsink.Options, error) {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return mqttsink.Options{}, fmt.Errorf("url %q: %w", s.URL, err)
+	}
+	enc, err := stream.ParseEncoding(s.Format)
+	if err != nil {
+		return mqttsink.Options{}, err
+	}
+	o := mqttsink.Options{
+		Name: s.Name, URL: u, Device: c.Daemon.DeviceID, Topic: s.Topic, StatusTopic: s.StatusTopic,
+		QoS: byte(*s.QoS), Encoding: enc, ClientID: s.ClientID, Username: s.Username,
+		QueueLen: s.Queue, QueueBytes: s.QueueBytes, Keepalive: s.Keepalive.Duration,
+		ConnectTimeout: s.ConnectTimeout.Duration, AckTimeout: s.AckTimeout.Duration,
+		FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
+	}
+	pem := func(key, path string, limit int64) (mqttsink.PEM, error) {
+		if path == "" {
+			return mqttsink.PEM{}, nil
+		}
+		b, err := c.ReadNamed(path, limit)
+		if err != nil {
+			return mqttsink.PEM{}, fmt.Errorf("%s: %w", key, err)
+		}
+		return mqttsink.PEM{Name: c.Resolve(path), Data: b}, nil
+	}
+	if s.PasswordFile != "" {
+		f, err := pem("password_file", s.PasswordFile, config.MaxPasswordFileBytes)
+		if err != nil {
+			return mqttsink.Options{}, err
+		}
+		o.Password = mqttsink.Password(f.Data)
+	}
+	if u.Scheme == "mqtts" {
+		var files [3]mqttsink.PEM
+		for i, f := range []struct{ key, path string }{{"ca_file", s.CAFile}, {"cert_file", s.CertFile}, {"key_file", s.KeyFile}} {
+			if files[i], err = pem(f.key, f.path, config.MaxPEMFileBytes); err != nil {
+				return mqttsink.Options{}, err
+			}
+		}
+		if o.TLS, err = mqttsink.TLSConfig(files[0], files[1], files[2]); err != nil {
+			return mqttsink.Options{}, err
+		}
+	}
+	if dir := edruntime.StateDir(c); dir != "" {
+		o.Dir = filepath.Join(dir, "mqtt", s.Name)
+	}
+	return o, nil
 }

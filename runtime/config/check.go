@@ -159,6 +159,7 @@ func (c *Config) applyDefaults() {
 		s := &c.Sinks[i]
 		switch s.Kind {
 		case "socket":
+			s.pathDefaulted = s.Path == ""
 			def(&s.Path, DefaultSocketPath())
 			def(&s.Format, "ndjson")
 			def(&s.Mode, DefaultMode)

@@ -247,7 +247,13 @@ type Sink struct {
 	Keepalive      Duration `kinds:"mqtt,socket" toml:"keepalive"` // mqtt: MQTT keep-alive; socket: idle clients get a keepalive record
 	ConnectTimeout Duration `kinds:"mqtt" toml:"connect_timeout"`
 	AckTimeout     Duration `kinds:"mqtt" toml:"ack_timeout"`
+
+	pathDefaulted bool // a socket sink's path is DefaultSocketPath()
 }
+
+// PathDefaulted reports whether a socket sink's path is the default
+// (DefaultSocketPath) because the configuration leaves it empty.
+func (s *Sink) PathDefaulted() bool { return s.pathDefaulted }
 
 // Duration is a time.Duration written as a string such as "250ms".
 type Duration struct{ time.Duration }

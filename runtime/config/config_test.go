@@ -26,7 +26,7 @@ func TestShippedConfigs(t *testing.T) {
 	if err != nil || len(files) < 3 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
-	files = append(files, "../../configs/edged.toml")
+	files = append(files, "../../configs/edged.toml", "../../packaging/edged.toml")
 	for _, f := range files {
 		if _, err := LoadFile(f); err != nil {
 			t.Errorf("%s:\n%v", f, err)

@@ -369,7 +369,25 @@ func (c deadlineConn) Write(b []byte) (int, error) {
 }
 
 func (s *Sink) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.ConnectTimeout)
+	c, err := dialBroker(ctx, s.o, u)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.connCancel != nil {
+		s.connCancel()
+	}
+	s.conn = c
+	s.connCtx, s.connCancel = context.WithCancel(s.ctx)
+	s.mu.Unlock()
+	return c, nil
+}
+
+// dialBroker opens the TCP connection to the broker at u, and the TLS
+// session over it for mqtts, within o.ConnectTimeout; every write on it
+// has o.AckTimeout.
+func dialBroker(ctx context.Context, o Options, u *url.URL) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
 	host := u.Host
 	if u.Port() == "" {
@@ -379,7 +397,7 @@ func (s *Sink) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL) (n
 		}
 		host = net.JoinHostPort(u.Hostname(), port)
 	}
-	dialTCP := s.o.dialTCP
+	dialTCP := o.dialTCP
 	if dialTCP == nil {
 		var d net.Dialer
 		dialTCP = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
@@ -394,9 +412,9 @@ func (s *Sink) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL) (n
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
-	var c net.Conn = deadlineConn{Conn: raw, d: s.o.AckTimeout}
+	var c net.Conn = deadlineConn{Conn: raw, d: o.AckTimeout}
 	if u.Scheme == "mqtts" {
-		cfg := s.o.TLS
+		cfg := o.TLS
 		if cfg == nil {
 			cfg = &tls.Config{}
 		}
@@ -411,14 +429,58 @@ func (s *Sink) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL) (n
 		}
 		c = packets.NewThreadSafeConn(tc)
 	}
-	s.mu.Lock()
-	if s.connCancel != nil {
-		s.connCancel()
-	}
-	s.conn = c
-	s.connCtx, s.connCancel = context.WithCancel(s.ctx)
-	s.mu.Unlock()
 	return c, nil
+}
+
+// ProbeClientSuffix is appended to the client id a Probe connects with,
+// so that a running edged with the same configuration keeps its session
+// (a broker drops a client when another connects with its id).
+const ProbeClientSuffix = "-check"
+
+// Probe connects to the broker once as the sink of o would (the URL, TLS
+// settings, user name and password), then disconnects; it publishes
+// nothing, sends no will and leaves no session behind. The error wraps
+// ErrAuth (the credentials were refused), ErrTLS or ErrConnect (the broker
+// cannot be reached or refused for another reason). It is edged check's
+// probe; the client id is o's with ProbeClientSuffix.
+func Probe(ctx context.Context, o Options) error {
+	if o.URL == nil {
+		return errors.New("mqttsink: no broker URL")
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = 10 * time.Second
+	}
+	conn, err := dialBroker(ctx, o, o.URL)
+	if err != nil {
+		return classify(err)
+	}
+	defer conn.Close()
+	c := paho.NewClient(paho.ClientConfig{Conn: conn, ClientID: Expand(o.ClientID, o.Device, o.Name, "") + ProbeClientSuffix, PacketTimeout: o.AckTimeout})
+	cp := &paho.Connect{ClientID: Expand(o.ClientID, o.Device, o.Name, "") + ProbeClientSuffix, CleanStart: true, KeepAlive: 30}
+	if o.Username != "" {
+		cp.UsernameFlag, cp.Username = true, o.Username
+	}
+	if len(o.Password) > 0 {
+		cp.PasswordFlag, cp.Password = true, o.Password
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	defer cancel()
+	ca, err := c.Connect(cctx, cp)
+	if err != nil {
+		if ca != nil {
+			return classify(autopaho.NewConnackError(err, ca))
+		}
+		return classify(err)
+	}
+	c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	select {
+	case <-c.Done():
+	case <-time.After(o.AckTimeout):
+	}
+	return nil
 }
 
 // currentConn is the connection dialled last (nil after dropConn).

@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,20 +27,6 @@ var (
 	// (empty, or longer than a socket address allows).
 	ErrSocketPath = errors.New("stream: unusable socket path")
 )
-
-// CheckSocketPath reports what binding a socket at path would meet, without
-// binding one: ErrSocketPath, ErrNotSocket, ErrInUse (another process
-// answers there), or an error of its folder (missing, not searchable).
-// nil: the path is free, or holds a stale socket that would be replaced.
-func CheckSocketPath(path string) error {
-	if err := checkPathLength(path); err != nil {
-		return err
-	}
-	if _, err := os.Stat(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("stream: socket directory %s: %w", filepath.Dir(path), err)
-	}
-	return checkStale(path)
-}
 
 func checkPathLength(path string) error {
 	if path == "" {
@@ -112,31 +99,14 @@ func listenUnix(path string, mode os.FileMode, gid int) (*net.UnixListener, file
 	if err := checkStale(path); err != nil {
 		return nil, fileID{}, err
 	}
-	tmpDir, err := os.MkdirTemp(dir, ".edged-")
+	ln, tmp, err := bindPrivate(path, mode, gid)
 	if err != nil {
-		return nil, fileID{}, fmt.Errorf("stream: socket %s: creating a private directory in %s: %w (the daemon needs write access to it)", path, dir, err)
+		return nil, fileID{}, err
 	}
-	defer os.RemoveAll(tmpDir)
-	tmp := filepath.Join(tmpDir, "s")
-	if len(tmp) > maxSocketPath {
-		return nil, fileID{}, fmt.Errorf("%w: socket path %s is too long to bind safely (the temporary name %s exceeds %d bytes); choose a shorter path", ErrSocketPath, path, tmp, maxSocketPath)
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
-	if err != nil {
-		return nil, fileID{}, fmt.Errorf("stream: socket %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(false) // it will live under another name
+	defer os.RemoveAll(filepath.Dir(tmp))
 	fail := func(err error) (*net.UnixListener, fileID, error) {
 		ln.Close()
 		return nil, fileID{}, err
-	}
-	if err := os.Chmod(tmp, mode.Perm()); err != nil {
-		return fail(fmt.Errorf("stream: socket %s: setting mode %04o: %w", path, mode.Perm(), err))
-	}
-	if gid >= 0 {
-		if err := os.Lchown(tmp, -1, gid); err != nil {
-			return fail(fmt.Errorf("stream: socket %s: setting group %d: %w (the daemon's user must be a member of that group, or run as root)", path, gid, err))
-		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(fmt.Errorf("stream: socket %s: moving it into place: %w", path, err))
@@ -146,6 +116,121 @@ func listenUnix(path string, mode os.FileMode, gid int) (*net.UnixListener, file
 		return fail(fmt.Errorf("stream: socket %s vanished right after it was created", path))
 	}
 	return ln, id, nil
+}
+
+// bindPrivate binds a listener for path inside a fresh 0700 directory
+// next to it, with mode and group (gid -1: left alone) set, and returns
+// it and its temporary name; the caller renames it into place and removes
+// the directory.
+func bindPrivate(path string, mode os.FileMode, gid int) (*net.UnixListener, string, error) {
+	dir := filepath.Dir(path)
+	tmpDir, err := os.MkdirTemp(dir, ".edged-")
+	if err != nil {
+		return nil, "", fmt.Errorf("stream: socket %s: creating a private directory in %s: %w (the daemon needs write access to it)", path, dir, err)
+	}
+	tmp := filepath.Join(tmpDir, "s")
+	fail := func(ln *net.UnixListener, err error) (*net.UnixListener, string, error) {
+		if ln != nil {
+			ln.Close()
+		}
+		os.RemoveAll(tmpDir)
+		return nil, "", err
+	}
+	if len(tmp) > maxSocketPath {
+		return fail(nil, fmt.Errorf("%w: socket path %s is too long to bind safely (the temporary name %s exceeds %d bytes); choose a shorter path", ErrSocketPath, path, tmp, maxSocketPath))
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return fail(nil, fmt.Errorf("stream: socket %s: %w", path, err))
+	}
+	ln.SetUnlinkOnClose(false) // it will live under another name
+	if err := os.Chmod(tmp, mode.Perm()); err != nil {
+		return fail(ln, fmt.Errorf("stream: socket %s: setting mode %04o: %w", path, mode.Perm(), err))
+	}
+	if gid >= 0 {
+		if err := os.Lchown(tmp, -1, gid); err != nil {
+			return fail(ln, fmt.Errorf("stream: socket %s: setting group %d: %w (the daemon's user must be a member of that group, or run as root)", path, gid, err))
+		}
+	}
+	return ln, tmp, nil
+}
+
+// ProbeSocket does what NewSocket does to make the socket of opts, as this
+// process's user, and undoes it: it resolves the group, makes the missing
+// folders, refuses a path in use, binds in a private folder beside the
+// path with the mode and group set, then removes everything it made. The
+// path itself is not touched (a stale socket there is left for NewSocket
+// to replace), and a live socket is recognised from /proc/net/unix
+// without connecting to it (a connection to a socket-activated one would
+// start its service). It is edged check's probe.
+func ProbeSocket(opts SocketOptions) error {
+	if opts.Mode == 0 {
+		opts.Mode = DefaultSocketMode
+	}
+	gid, err := resolveGroup(opts.Group)
+	if err != nil {
+		return err
+	}
+	if err := checkPathLength(opts.Path); err != nil {
+		return err
+	}
+	dir := filepath.Dir(opts.Path)
+	made, err := mkdirAllUndo(dir)
+	defer made()
+	if err != nil {
+		return fmt.Errorf("stream: socket directory %s: %w", dir, err)
+	}
+	if listening(opts.Path) {
+		return fmt.Errorf("%w: another process is listening on %s (is edged already running?); stop it or choose another socket path", ErrInUse, opts.Path)
+	}
+	if err := checkStale(opts.Path); err != nil {
+		return err
+	}
+	ln, tmp, err := bindPrivate(opts.Path, opts.Mode, gid)
+	if err != nil {
+		return err
+	}
+	ln.Close()
+	return os.RemoveAll(filepath.Dir(tmp))
+}
+
+// mkdirAllUndo makes dir and its missing parents, and returns a function
+// that removes the ones it made.
+func mkdirAllUndo(dir string) (undo func(), err error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		missing = append(missing, d)
+	}
+	undo = func() {
+		for _, d := range missing {
+			os.Remove(d) // deepest first; fails, harmlessly, on one that is not empty
+		}
+	}
+	return undo, os.MkdirAll(dir, 0o755)
+}
+
+// listening reports whether /proc/net/unix lists a listening socket bound
+// to path (false when it cannot be read).
+func listening(path string) bool {
+	data, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		// Num RefCount Protocol Flags Type St Inode Path; flag 0x10000 is
+		// __SO_ACCEPTCON (a listener).
+		f := strings.Fields(line)
+		if len(f) < 8 || strings.Join(f[7:], " ") != path {
+			continue
+		}
+		if flags, err := strconv.ParseUint(f[3], 16, 32); err == nil && flags&0x10000 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkStale decides whether path may be replaced: missing or a socket

@@ -504,6 +504,20 @@ func (s *Serial) supervise() {
 	}
 }
 
+// ProbeSerial opens the port of opts as the sink does (the same line
+// settings, DTR and RTS) and closes it again: edged check's probe.
+func ProbeSerial(opts SerialOptions) error {
+	s, err := newSerial(opts)
+	if err != nil {
+		return err
+	}
+	p, err := s.openPort()
+	if err != nil {
+		return err
+	}
+	return p.Close()
+}
+
 func (s *Serial) openPort() (serial.Port, error) {
 	mode := s.mode
 	p, err := s.open(s.opts.Device, &mode)
