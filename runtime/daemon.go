@@ -161,7 +161,7 @@ func (dd *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 // ConfigRejected tells every sink that a new configuration file was
 // rejected (the running one stays), with the problems found.
 func (dd *Daemon) ConfigRejected(file string, err error) {
-	dd.d.publishStatus("config_rejected", "", file, err.Error())
+	dd.d.publishConfigStatus("config_rejected", file, err.Error())
 }
 
 // ReloadEngines asks every model to check its file now.
@@ -365,14 +365,14 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 		d.log.Warn("gpu.device, gpu.memory or gpu.strict changed; the device and memory strategy are chosen once and keep until edged restarts")
 	}
 	if err := d.reconfigure(ctx, cfg); err != nil {
-		d.publishStatus("config_rejected", "", cfg.File, err.Error())
+		d.publishConfigStatus("config_rejected", cfg.File, err.Error())
 		return err
 	}
 	// Model files are named by the configuration too: the watchers of the
 	// models that carried over check theirs now, as for an unchanged one.
 	d.triggerEngines()
 	d.log.Info("configuration reloaded", "file", cfg.File)
-	d.publishStatus("config_reloaded", "", cfg.File, "")
+	d.publishConfigStatus("config_reloaded", cfg.File, "")
 	return nil
 }
 
@@ -493,8 +493,23 @@ func (d *daemon) publishStatus(event, pipeline, source, reason string) {
 // publishEngineStatus sends a hot-reload event, naming the engine
 // generation now serving and the content examined.
 func (d *daemon) publishEngineStatus(event string, ev trt.ReloadEvent, reason string) {
-	d.publish(&stream.Record{Kind: stream.KindStatus, Event: event, Pipeline: ev.Target, Source: ev.Model, Reason: reason, TNs: monoNow(),
-		Engine: stream.EngineRef{Name: ev.Model, Generation: ev.Generation, SHA256: ev.SHAPrefix()}})
+	e := stream.EngineRef{Name: ev.Model, Generation: ev.Generation, SHA256: ev.SHAPrefix()}
+	if ev.Serving != ev.SHA256 && ev.Generation > 0 && ev.Outcome != trt.OutcomeReloaded {
+		e.Serving = ev.ServingPrefix() // the file examined is not what serves
+	}
+	d.publish(&stream.Record{Kind: stream.KindStatus, Event: event, Pipeline: ev.Target, Source: ev.Model, Model: ev.Model, Reason: reason, TNs: monoNow(), Engine: e})
+}
+
+// publishSinkStatus sends a sink's state change (sink_up, sink_down, ...)
+// to every sink; source repeats the sink for clients of earlier records.
+func (d *daemon) publishSinkStatus(event, sink, reason string) {
+	d.publish(&stream.Record{Kind: stream.KindStatus, Event: event, Source: sink, Sink: sink, Reason: reason, TNs: monoNow()})
+}
+
+// publishConfigStatus sends config_reloaded or config_rejected; source
+// repeats the file for clients of earlier records.
+func (d *daemon) publishConfigStatus(event, file, reason string) {
+	d.publish(&stream.Record{Kind: stream.KindStatus, Event: event, Source: file, File: file, Reason: reason, TNs: monoNow()})
 }
 
 func (d *daemon) publish(rec *stream.Record) {

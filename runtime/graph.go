@@ -414,7 +414,7 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	d.log.Error("model file unusable at start; serving the last good copy from the state folder until the file is fixed",
 		"event", "engine_fallback", "model", m.cfg.Name, "file", m.path, "copy", lg.file(m.cfg.Name), "sha256", shaPrefix(sum), "err", cause)
 	for _, p := range m.targets {
-		d.publish(&stream.Record{Kind: stream.KindStatus, Event: "engine_fallback", Pipeline: p.cfg.Name, Source: m.cfg.Name,
+		d.publish(&stream.Record{Kind: stream.KindStatus, Event: "engine_fallback", Pipeline: p.cfg.Name, Source: m.cfg.Name, Model: m.cfg.Name,
 			Reason: cause.Error(), TNs: monoNow(), Engine: stream.EngineRef{Name: m.cfg.Name, Generation: p.hot.Current().Number, SHA256: shaPrefix(sum)}})
 	}
 	// Keep watching the configured file: the first good version of it

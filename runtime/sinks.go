@@ -102,7 +102,7 @@ func (d *daemon) buildSink(c *config.Config, s *config.Sink) (*sinkEntry, error)
 		// A sink that reports its own state (MQTT: sink_up, sink_down,
 		// sink_queue_degraded) does so on every sink.
 		name := sc.Name
-		ss.SetStatusFunc(func(event, reason string) { d.publishStatus(event, "", name, reason) })
+		ss.SetStatusFunc(func(event, reason string) { d.publishSinkStatus(event, name, reason) })
 	}
 	return &sinkEntry{cfg: sc, files: c.SinkFiles(&sc), at: d.sinkHolds(c, &sc), sink: sink, done: make(chan struct{}), cancel: func() {}}, nil
 }

@@ -141,7 +141,32 @@ type target struct {
 	Target
 	bad         [32]byte
 	quarantined bool
+	judged      judgement // why bad was rejected, for a manual check of it
 }
+
+// judgement is a rejection made final, remembered so that a manual check
+// of the same content says so instead of judging it again.
+type judgement struct {
+	at     time.Time
+	reason error
+}
+
+// again is the reason of OutcomeUnchanged for content judged before.
+func (j judgement) again() error { return &Judged{At: j.at, Err: j.reason} }
+
+// Judged is the reason of an OutcomeUnchanged for content rejected before
+// and not changed since: it is not judged again.
+type Judged struct {
+	At  time.Time // when it was rejected
+	Err error     // why
+}
+
+func (j *Judged) Error() string {
+	return fmt.Sprintf("unchanged since it was rejected %s ago (not judged again; change the file to have it checked): %v", time.Since(j.At).Round(time.Second), j.Err)
+}
+
+// Unwrap returns why the content was rejected.
+func (j *Judged) Unwrap() error { return j.Err }
 
 // preRejected reports whether err is a rejection made before the file was
 // read whole (readModel: too large, over the memory budget, refused by the
@@ -199,7 +224,8 @@ type Reloader struct {
 	extraDir   string
 	polling    bool
 	last       fileKey
-	preBad     fileKey // rejected before it was read whole; quarantined
+	preBad     fileKey   // rejected before it was read whole; quarantined
+	preJudged  judgement // why preBad was rejected
 	missingNow bool
 	unreadable string
 	retry      bool
@@ -601,6 +627,12 @@ func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Tim
 		data = nil
 		giveBack(n) // not while the rejection is held
 		n = 0
+		if until, ok := r.holdUntil(prev, key); ok {
+			// Said at once: the outcome comes only when the hold ends.
+			for _, j := range rejs {
+				r.emitPending(j, until, start)
+			}
+		}
 		h = r.hold(ctx, prev, key)
 		if ctx.Err() != nil {
 			return false, n // closing
@@ -642,14 +674,23 @@ func (r *Reloader) unreadRejections(key fileKey, data []byte, err error, kind ch
 	if data != nil {
 		sha = sha256.Sum256(data)
 	}
-	recheck := kind == kindManual || wasMissing
 	var rejs []rejection
 	for _, t := range r.targets {
 		switch {
 		case transient(err):
-		case data == nil && key.same(r.preBad) && !recheck,
-			data != nil && t.quarantined && t.bad == sha && !recheck:
+		case wasMissing:
+			// A file that came back is judged again.
+		case data == nil && key.same(r.preBad):
 			r.count(func(s *ReloadStats) { s.Quarantined++ })
+			if kind == kindManual {
+				r.emitFor(t, OutcomeUnchanged, sha, r.preJudged.again(), time.Now())
+			}
+			continue
+		case data != nil && t.quarantined && t.bad == sha:
+			r.count(func(s *ReloadStats) { s.Quarantined++ })
+			if kind == kindManual {
+				r.emitFor(t, OutcomeUnchanged, sha, t.judged.again(), time.Now())
+			}
 			continue
 		}
 		rejs = append(rejs, rejection{t: t, sha: sha, err: err})
@@ -667,9 +708,9 @@ func (r *Reloader) reject(j rejection, key fileKey, reason error, start time.Tim
 	case transient(j.err):
 		r.retry = true
 	case j.sha == ([32]byte{}):
-		r.preBad = key
+		r.preBad, r.preJudged = key, judgement{time.Now(), reason}
 	default:
-		j.t.bad, j.t.quarantined = j.sha, true
+		j.t.bad, j.t.quarantined, j.t.judged = j.sha, true, judgement{time.Now(), reason}
 	}
 	label := RejectReason(j.err)
 	r.count(func(s *ReloadStats) {
@@ -699,14 +740,12 @@ type holdResult struct {
 // construction and is not held.
 func (r *Reloader) hold(ctx context.Context, prev, key fileKey) (h holdResult) {
 	h = holdResult{from: key.size, path: r.opts.Path}
-	if r.opts.Grace <= 0 || key.fi == nil || prev.fi != nil && !os.SameFile(prev.fi, key.fi) {
+	until, ok := r.holdUntil(prev, key)
+	if !ok {
 		return h
 	}
 	h.age = max(time.Since(key.mtime), 0) // a file dated in the future counts as just written
-	wait := r.opts.Grace - h.age
-	if wait <= 0 {
-		return h
-	}
+	wait := time.Until(until)
 	begin := time.Now()
 	defer func() { h.held = max(time.Since(begin), 1) }()
 	deadline := time.NewTimer(wait)
@@ -727,6 +766,30 @@ func (r *Reloader) hold(ctx context.Context, prev, key fileKey) (h holdResult) {
 			return h
 		}
 	}
+}
+
+// holdUntil says whether a refusal of the version key (read after prev)
+// is held (hold), and until when: the file was written in place (the
+// same inode as prev, or no prev) less than Grace ago.
+func (r *Reloader) holdUntil(prev, key fileKey) (time.Time, bool) {
+	if r.opts.Grace <= 0 || key.fi == nil || prev.fi != nil && !os.SameFile(prev.fi, key.fi) {
+		return time.Time{}, false
+	}
+	mtime := key.mtime
+	if now := time.Now(); mtime.After(now) {
+		mtime = now // a file dated in the future counts as just written
+	}
+	until := mtime.Add(r.opts.Grace)
+	return until, time.Until(until) > 0
+}
+
+// emitPending says that the refusal j is held until until.
+func (r *Reloader) emitPending(j rejection, until time.Time, start time.Time) {
+	ev := ReloadEvent{Target: j.t.Name, Outcome: OutcomePending, SHA256: j.sha, Until: until, Duration: time.Since(start), Reason: j.err}
+	if cur := j.t.Hot.Current(); cur != nil {
+		ev.Generation, ev.Serving = cur.Number, cur.SHA256
+	}
+	r.emit(ev)
 }
 
 // final is the reason to report for a rejection err after the hold h.
@@ -770,7 +833,7 @@ func (r *Reloader) statFailed(err error, start time.Time) {
 func (r *Reloader) emitFor(t *target, o Outcome, sha [32]byte, reason error, start time.Time) {
 	ev := ReloadEvent{Target: t.Name, Outcome: o, SHA256: sha, Reason: reason, Duration: time.Since(start)}
 	if cur := t.Hot.Current(); cur != nil {
-		ev.Generation = cur.Number
+		ev.Generation, ev.Serving = cur.Number, cur.SHA256
 		if sha == ([32]byte{}) && o != OutcomeRejected && o != OutcomeIncomplete { // a refused file that was not read has no hash
 			ev.SHA256 = cur.SHA256
 		}
@@ -791,8 +854,11 @@ func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32
 		}
 		return nil
 	}
-	if t.quarantined && t.bad == sha && kind != kindManual && !wasMissing {
+	if t.quarantined && t.bad == sha && !wasMissing {
 		r.count(func(s *ReloadStats) { s.Quarantined++ })
+		if kind == kindManual {
+			r.emitFor(t, OutcomeUnchanged, sha, t.judged.again(), start)
+		}
 		return nil
 	}
 	t.quarantined = false

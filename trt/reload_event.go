@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -22,7 +24,9 @@ const (
 	OutcomeRejected
 	// OutcomeUnchanged: the file holds the content already serving
 	// (reported after a manual Trigger and when a missing file comes
-	// back unchanged).
+	// back unchanged), or, after a manual Trigger, content rejected
+	// before and not changed since: Reason then wraps that rejection and
+	// says when it was made; it is not judged again.
 	OutcomeUnchanged
 	// OutcomeMissing: the model file disappeared; the loaded engine keeps
 	// serving and the file is loaded again when it reappears.
@@ -41,9 +45,15 @@ const (
 	// (Reason says "incomplete?" when it grew). Not a rejection: nothing
 	// is quarantined, and the new content is checked.
 	OutcomeIncomplete
+	// OutcomePending: the content read was refused, but the file was
+	// modified in place less than ReloaderOptions.Grace ago, so the
+	// refusal is held until Until (Grace after the modification) in case
+	// a writer is still writing it; Reason is the refusal so far. Sent
+	// when the hold begins; OutcomeRejected or OutcomeIncomplete follows.
+	OutcomePending
 )
 
-var outcomeNames = [...]string{"", "reloaded", "rejected", "unchanged", "missing", "unreadable", "polling", "watching", "incomplete"}
+var outcomeNames = [...]string{"", "reloaded", "rejected", "unchanged", "missing", "unreadable", "polling", "watching", "incomplete", "pending"}
 
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
@@ -65,6 +75,12 @@ type ReloadEvent struct {
 	// SHA256 is the hash of the content examined (for OutcomeRejected the
 	// rejected content); zero when no content was read.
 	SHA256 [32]byte
+	// Serving is the hash of the generation serving (zero when none is
+	// installed); for a rejection it differs from SHA256.
+	Serving [32]byte
+	// Until is, for OutcomePending, when the held refusal becomes final
+	// unless the file changes first.
+	Until time.Time
 	// Reason says why, for every outcome but OutcomeReloaded and
 	// OutcomeUnchanged.
 	Reason error
@@ -74,11 +90,52 @@ type ReloadEvent struct {
 }
 
 // SHAPrefix is the first 12 hex digits of SHA256, or "" when it is zero.
-func (e ReloadEvent) SHAPrefix() string {
-	if e.SHA256 == ([32]byte{}) {
+func (e ReloadEvent) SHAPrefix() string { return shaPrefix(e.SHA256) }
+
+// ServingPrefix is the first 12 hex digits of Serving, or "".
+func (e ReloadEvent) ServingPrefix() string { return shaPrefix(e.Serving) }
+
+func shaPrefix(h [32]byte) string {
+	if h == ([32]byte{}) {
 		return ""
 	}
-	return hex.EncodeToString(e.SHA256[:6])
+	return hex.EncodeToString(h[:6])
+}
+
+// Details is err's message without the sentinel's words it starts with
+// ("trt: invalid model file: "), which Headline says better.
+func Details(err error) string {
+	msg := err.Error()
+	for _, s := range []error{ErrEngineInvalid, ErrVersion, ErrSignature, ErrWarmup, ErrMemory, ErrTooLarge, ErrBackend} {
+		if rest, ok := strings.CutPrefix(msg, s.Error()+": "); ok && errors.Is(err, s) {
+			return rest
+		}
+	}
+	return msg
+}
+
+// Headline is the sentence a person acts on for a rejection err of the
+// file at path: what is wrong and what to do, by RejectReason; the error
+// itself holds the details.
+func Headline(err error, path string) string {
+	file := filepath.Base(path)
+	switch RejectReason(err) {
+	case ReasonInvalid:
+		return file + " is not a usable model file: copy or export it again"
+	case ReasonVersion:
+		return file + " was built by another TensorRT version than this device's: build it on this device (trtexec), or export it version-compatible"
+	case ReasonSignature:
+		return file + "'s inputs or outputs differ from those of the engine its pipeline was built for: export it with the same tensors, or change the pipeline"
+	case ReasonWarmup:
+		return file + " loaded, but its warm-up inference failed: check the export (precision, opset)"
+	case ReasonMemory:
+		return file + " does not fit in the memory free now beside the serving engine: it is tried again at the next rescan"
+	case ReasonTooLarge:
+		return file + " is larger than daemon.max_model_bytes: raise the limit or use a smaller model"
+	case ReasonBackend:
+		return "the backend cannot load " + file + " now: it is tried again at the next rescan"
+	}
+	return file + " cannot be used"
 }
 
 func (e ReloadEvent) String() string {

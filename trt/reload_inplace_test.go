@@ -105,9 +105,19 @@ func TestReloadInPlaceWriterPausesPastGrace(t *testing.T) {
 		defer close(done)
 		writeInPlaceWithPause(t, h, full, 2500*time.Millisecond)
 	}()
-	ev := h.expect(trt.OutcomeRejected)
+	// Pending at once (issue 19: the refusal was held 10 s in silence),
+	// saying until when; then the rejection.
+	t0 := time.Now()
+	ev := h.expect(trt.OutcomePending)
+	if !errors.Is(ev.Reason, trt.ErrEngineInvalid) || ev.Until.Before(t0) || ev.Until.After(t0.Add(time.Second)) || ev.Serving == ev.SHA256 || ev.Generation != 1 {
+		t.Fatalf("pending %v until %v: want ErrEngineInvalid, judged within the grace, generation 1 serving", ev, ev.Until)
+	}
+	ev = h.expect(trt.OutcomeRejected)
 	if !errors.Is(ev.Reason, trt.ErrEngineInvalid) || !strings.Contains(ev.Reason.Error(), "incomplete?") || !strings.Contains(ev.Reason.Error(), "modified in place") {
 		t.Fatalf("rejection %v: want ErrEngineInvalid saying the file written in place may be incomplete", ev)
+	}
+	if time.Now().Before(ev.Until) && !ev.Until.IsZero() {
+		t.Errorf("rejected before the time pending said")
 	}
 	<-done
 	h.expect(trt.OutcomeReloaded)

@@ -373,11 +373,16 @@ func TestReloadQuarantine(t *testing.T) {
 		t.Errorf("stats %+v, want 1 quarantined", s)
 	}
 
-	// A manual reload re-validates it and says why it is still refused.
+	// A manual reload says it is unchanged since its rejection, and why
+	// it was refused, without judging it again (issue 19: a second
+	// engine_rejected came after the same wait).
 	h.r.Trigger()
-	ev := h.expect(trt.OutcomeRejected)
-	if !errors.Is(ev.Reason, trt.ErrWarmup) {
+	ev := h.expect(trt.OutcomeUnchanged)
+	if !errors.Is(ev.Reason, trt.ErrWarmup) || !strings.Contains(ev.Reason.Error(), "unchanged since it was rejected") {
 		t.Fatalf("event %v", ev)
+	}
+	if n := h.be.Loads(); n != loads {
+		t.Fatalf("the manual reload judged the quarantined content again (%d loads, want %d)", n, loads)
 	}
 
 	// New bad bytes are tried, new good bytes are installed.

@@ -168,7 +168,8 @@ func (d *daemon) alive(t *testing.T) {
 // succeeds without reading the torn file: the engine in memory carries
 // over (generation 1, same SHA-256), results keep coming, /readyz says
 // ready, the watchdog stays fed, and a peer's {"reload":"engines"} and a
-// second SIGHUP are answered instead of crashing the daemon.
+// second SIGHUP are answered (engine_unchanged: the file is unchanged
+// since its rejection) instead of crashing the daemon.
 func TestSIGHUPWithTornModelKeepsServing(t *testing.T) {
 	lib := needORT(t)
 	n := newNotifySocket(t)
@@ -216,15 +217,20 @@ func TestSIGHUPWithTornModelKeepsServing(t *testing.T) {
 		t.Error("no WATCHDOG=1 after the reload")
 	}
 
-	// A peer asks for an engine re-check: the torn file is rejected again.
+	// A peer asks for an engine re-check: the torn file, unchanged since
+	// its rejection, is said to be so (issue 19: it was judged again and
+	// rejected a second time, after the same wait).
+	stillRejected := func(d stream.Decoded) bool {
+		return isStatus("engine_unchanged")(d) && strings.Contains(d.Reason, "unchanged since it was rejected") && strings.Contains(d.Reason, "generation 1 (")
+	}
 	from := r.len()
 	sendLine(t, sock, `{"reload":"engines"}`)
-	r.wait(t, "engine_rejected after the peer's request", from, isStatus("engine_rejected"))
+	r.wait(t, "engine_unchanged after the peer's request", from, stillRejected)
 	d.alive(t)
 	// And SIGHUP once more (unchanged: engines re-checked).
 	from = r.len()
 	d.cmd.Process.Signal(syscall.SIGHUP)
-	r.wait(t, "engine_rejected after the second SIGHUP", from, isStatus("engine_rejected"))
+	r.wait(t, "engine_unchanged after the second SIGHUP", from, stillRejected)
 	r.results(t, "demo", from, 10)
 	d.alive(t)
 	if code, _ := d.stop(t); code != 0 {
@@ -400,5 +406,92 @@ path = %q
 	}
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+// TestJunkModelSaysWhatHappens is issue 19's third finding through the
+// binary, the README's demo: `echo junk > demo.onnx` looked dead for 10 s,
+// then gave a 400-character reason starting with protobuf field numbers,
+// in a record whose engine (the serving generation beside the junk's
+// hash) read as if generation 2 had arrived; `edged reload` then judged
+// the unchanged file again and sent a second engine_rejected 8 s later.
+// Now engine_pending comes at once (the reason, and when the file will be
+// judged), the rejection's reason starts with what to do and that
+// generation 1 keeps serving (the backend's words last), both records
+// name the serving engine (serving_sha256) apart from the file's hash and
+// the model in "model", and `edged reload` answers at once that the file
+// is unchanged since its rejection.
+func TestJunkModelSaysWhatHappens(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "demo.onnx")
+	v0, err := demomodel.Variant(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(model, v0, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, sock := testConfig(t, dir, `path = "builtin:demo" `, `path = "`+model+`" `)
+	d := start(t, lib, cfg, sock)
+	r := readRecords(t, sock)
+	serving := r.results(t, "demo", 0, 1)[0].Engine.SHA256
+
+	// echo junk > demo.onnx: written in place.
+	f, err := os.OpenFile(model, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("junk\n")
+	f.Close()
+	written := time.Now()
+	i := r.wait(t, "engine_pending", 0, isStatus("engine_pending"))
+	pending := r.since(i)[0]
+	if waited := time.Since(written); waited > 3*time.Second {
+		t.Errorf("engine_pending came %v after the write", waited)
+	}
+	if !strings.HasPrefix(pending.Reason, "invalid: demo.onnx was written in place just now and is not a usable model yet; it is judged at ") ||
+		!strings.Contains(pending.Reason, "; generation 1 ("+serving+") keeps serving. Details: onnx: not a complete .onnx model") {
+		t.Errorf("engine_pending reason: %q", pending.Reason)
+	}
+	waitLog(t, d, `msg="model file refused for now: it was just written in place; judged when it has been left alone" model=demo`)
+
+	i = r.wait(t, "engine_rejected", i, isStatus("engine_rejected"))
+	rejected := r.since(i)[0]
+	if waited := time.Since(written); waited < 8*time.Second {
+		t.Errorf("engine_rejected came %v after an in-place write, before the grace ran out", waited)
+	}
+	head := "invalid: demo.onnx is not a usable model file: copy or export it again; generation 1 (" + serving + ") keeps serving. Details: "
+	if !strings.HasPrefix(rejected.Reason, head) || strings.Index(rejected.Reason, "protobuf field") < len(head) {
+		t.Errorf("engine_rejected reason does not start with what to do and what serves, details after:\n%q", rejected.Reason)
+	}
+	for _, rec := range []stream.Decoded{pending, rejected} {
+		e := rec.Engine
+		if rec.Model != "demo" || rec.Source != "demo" || e == nil || e.Generation != 1 || e.Serving != serving || e.SHA256 == serving {
+			t.Errorf("%s: model %q, source %q, engine %+v: want model and source demo, generation 1 serving %s, the file's hash apart", rec.Event, rec.Model, rec.Source, e, serving)
+		}
+	}
+
+	// edged reload: answered at once, not judged again.
+	from := r.len()
+	asked := time.Now()
+	if out, errOut, code := runCmd(t, 30*time.Second, "reload", "-socket", sock); code != 0 {
+		t.Fatalf("edged reload: exit %d: %s%s", code, out, errOut)
+	}
+	i = r.wait(t, "engine_unchanged after edged reload", from, isStatus("engine_unchanged"))
+	if took := time.Since(asked); took > 3*time.Second {
+		t.Errorf("engine_unchanged came %v after edged reload", took)
+	}
+	if u := r.since(i)[0]; !strings.HasPrefix(u.Reason, "invalid: demo.onnx is unchanged since it was rejected") || !strings.Contains(u.Reason, "It was rejected because: onnx: not a complete .onnx model") {
+		t.Errorf("engine_unchanged reason: %q", u.Reason)
+	}
+	time.Sleep(time.Second)
+	for _, rec := range r.since(from) {
+		if rec.Event == "engine_rejected" || rec.Event == "engine_pending" {
+			t.Errorf("edged reload judged the unchanged file again: %s %q", rec.Event, rec.Reason)
+		}
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }

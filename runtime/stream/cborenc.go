@@ -134,11 +134,10 @@ func cborPairs(r *Record, level int) uint64 {
 	if r.Pipeline != "" {
 		n++
 	}
-	if r.Source != "" {
-		n++
-	}
-	if r.Reason != "" {
-		n++
+	for _, f := range [...]string{r.Source, r.Model, r.Sink, r.File, r.Reason} {
+		if f != "" {
+			n++
+		}
 	}
 	if r.Engine.Name != "" {
 		n++
@@ -232,6 +231,18 @@ func appendCBORBody(b []byte, r *Record, level int) []byte {
 		if r.Source != "" {
 			b = appendCBORText(b, "source")
 			b = appendCBORText(b, r.Source)
+		}
+		if r.Model != "" {
+			b = appendCBORText(b, "model")
+			b = appendCBORText(b, r.Model)
+		}
+		if r.Sink != "" {
+			b = appendCBORText(b, "sink")
+			b = appendCBORText(b, r.Sink)
+		}
+		if r.File != "" {
+			b = appendCBORText(b, "file")
+			b = appendCBORText(b, r.File)
 		}
 		if r.Reason != "" {
 			b = appendCBORText(b, "reason")
@@ -380,11 +391,20 @@ func appendUintDigits(b []byte, v uint64) []byte {
 // appendCBOREngine appends the "engine" key and its map.
 func appendCBOREngine(b []byte, e *EngineRef) []byte {
 	b = appendCBORText(b, "engine")
-	b = appendCBORHead(b, cborMap, 3)
+	n := uint64(3)
+	if e.Serving != "" {
+		n++
+	}
+	b = appendCBORHead(b, cborMap, n)
 	b = appendCBORText(b, "name")
 	b = appendCBORText(b, e.Name)
 	b = appendCBORText(b, "generation")
 	b = appendCBORHead(b, cborUint, e.Generation)
 	b = appendCBORText(b, "sha256")
-	return appendCBORText(b, e.SHA256)
+	b = appendCBORText(b, e.SHA256)
+	if e.Serving != "" {
+		b = appendCBORText(b, "serving_sha256")
+		b = appendCBORText(b, e.Serving)
+	}
+	return b
 }

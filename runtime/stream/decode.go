@@ -31,6 +31,9 @@ type Decoded struct {
 	Truncated bool                     `json:"truncated,omitempty"`
 	Event     string                   `json:"event,omitempty"`
 	Source    string                   `json:"source,omitempty"`
+	Model     string                   `json:"model,omitempty"`
+	Sink      string                   `json:"sink,omitempty"`
+	File      string                   `json:"file,omitempty"`
 	Reason    string                   `json:"reason,omitempty"`
 	Error     string                   `json:"error,omitempty"`
 	TNs       int64                    `json:"t_ns,omitempty"`
@@ -41,6 +44,7 @@ type DecodedEngine struct {
 	Name       string `json:"name"`
 	Generation uint64 `json:"generation"`
 	SHA256     string `json:"sha256"`
+	Serving    string `json:"serving_sha256,omitempty"`
 }
 
 // DecodedLatency is a result's "latency_us" object.

@@ -86,8 +86,9 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 		d.Error, d.TNs = str(r.Reason), r.TNs
 	default:
 		d.Event, d.Pipeline, d.Source, d.Reason, d.TNs = str(r.Event), str(r.Pipeline), str(r.Source), str(r.Reason), r.TNs
+		d.Model, d.Sink, d.File = str(r.Model), str(r.Sink), str(r.File)
 		if r.Engine.Name != "" {
-			d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: str(r.Engine.SHA256)}
+			d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: str(r.Engine.SHA256), Serving: str(r.Engine.Serving)}
 		}
 	}
 	return d

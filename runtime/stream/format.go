@@ -96,7 +96,16 @@ func AppendText(b []byte, m *Message) []byte {
 			b = append(b, " pipeline="...)
 			b = appendText(b, r.Pipeline)
 		}
-		if r.Source != "" {
+		// model=, sink= and file= name what engine, sink and
+		// configuration events are about; source= repeats it in records
+		// of this version, and is said only when it names something else.
+		for _, kv := range [...]struct{ k, v string }{{" model=", r.Model}, {" sink=", r.Sink}, {" file=", r.File}} {
+			if kv.v != "" {
+				b = append(b, kv.k...)
+				b = appendText(b, kv.v)
+			}
+		}
+		if r.Source != "" && r.Source != r.Model && r.Source != r.Sink && r.Source != r.File {
 			b = append(b, " source="...)
 			b = appendText(b, r.Source)
 		}
@@ -213,12 +222,24 @@ func appendMillis(b []byte, us int64) []byte {
 	return append(strconv.AppendFloat(b, float64(us)/1e3, 'f', 2, 64), "ms"...)
 }
 
-// appendEngineText appends " engine NAME gN SHA".
+// appendEngineText appends " engine NAME gN SHA", or, for a status about
+// content that is not serving, " engine NAME gN SERVING serving (file SHA)".
 func appendEngineText(b []byte, e *DecodedEngine) []byte {
 	b = append(b, " engine "...)
 	b = appendText(b, e.Name)
 	b = append(b, " g"...)
 	b = strconv.AppendUint(b, e.Generation, 10)
+	if e.Serving != "" {
+		b = append(b, ' ')
+		b = appendText(b, e.Serving)
+		b = append(b, " serving (file "...)
+		if e.SHA256 == "" {
+			b = append(b, "not read whole"...)
+		} else {
+			b = appendText(b, e.SHA256)
+		}
+		return append(b, ')')
+	}
 	if e.SHA256 != "" {
 		b = append(b, ' ')
 		b = appendText(b, e.SHA256)

@@ -112,6 +112,18 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 			b = append(b, `,"source":`...)
 			b = appendJSONString(b, r.Source)
 		}
+		if r.Model != "" {
+			b = append(b, `,"model":`...)
+			b = appendJSONString(b, r.Model)
+		}
+		if r.Sink != "" {
+			b = append(b, `,"sink":`...)
+			b = appendJSONString(b, r.Sink)
+		}
+		if r.File != "" {
+			b = append(b, `,"file":`...)
+			b = appendJSONString(b, r.File)
+		}
 		if r.Reason != "" {
 			b = append(b, `,"reason":`...)
 			b = appendJSONString(b, r.Reason)
@@ -319,5 +331,9 @@ func appendJSONEngine(b []byte, e *EngineRef) []byte {
 	b = strconv.AppendUint(b, e.Generation, 10)
 	b = append(b, `,"sha256":`...)
 	b = appendJSONString(b, e.SHA256)
+	if e.Serving != "" {
+		b = append(b, `,"serving_sha256":`...)
+		b = appendJSONString(b, e.Serving)
+	}
 	return append(b, '}')
 }

@@ -57,9 +57,15 @@ type Record struct {
 	Outputs []Output
 	Sensors []sensors.Sample
 
-	// Status fields.
+	// Status fields. Source is the camera or sensor an event is about;
+	// for engine, sink and configuration events it also carries the
+	// model, the sink or the file, as records did before Model, Sink and
+	// File (docs/PROTOCOL.md: kept for clients that read it there).
 	Event  string // engine_reloaded, engine_rejected, source_down, source_up, ...
-	Source string // source or model the event is about
+	Source string
+	Model  string // the model of an engine event
+	Sink   string // the sink of a sink event
+	File   string // the configuration file of a config event
 	Reason string
 	TNs    int64 // CLOCK_MONOTONIC time of the event
 }
@@ -69,6 +75,10 @@ type EngineRef struct {
 	Name       string
 	Generation uint64
 	SHA256     string // hex prefix
+	// Serving is the hex prefix of the generation serving, for a status
+	// record about content that is not serving (engine_rejected,
+	// engine_pending: SHA256 is the file's); "" otherwise.
+	Serving string
 }
 
 // Latency splits a result's latency in microseconds, stage by stage:

@@ -51,7 +51,7 @@ func sampleRecords() []struct {
 				Data: []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), -0.5, 1e-7, 3.4e38, 16777216, 1}}},
 		}},
 		{"status_engine_reloaded", Record{
-			Kind: KindStatus, Device: "jetson-01", Event: "engine_reloaded", Pipeline: "front", Source: "demo",
+			Kind: KindStatus, Device: "jetson-01", Event: "engine_reloaded", Pipeline: "front", Source: "demo", Model: "demo",
 			Engine: EngineRef{Name: "demo", Generation: 4, SHA256: "ab12cd34ef56"}, TNs: 1000000000,
 		}},
 		{"status_engine_rejected", Record{
@@ -82,6 +82,15 @@ func sampleRecords() []struct {
 					Keypoints: []float32{330, 60, 0.9, 335, 58, 0.8, 320, 61, 0.2}},
 			}}},
 		}},
+		{"status_engine_pending", Record{
+			Kind: KindStatus, Device: "jetson-01", Event: "engine_pending", Pipeline: "front", Source: "demo", Model: "demo",
+			Reason: "invalid: demo.onnx was written in place just now and is not a usable model yet; it is judged at 12:00:10 (in 9.6s), when it has been left alone, unless it changes again; generation 4 (ab12cd34ef56) keeps serving. Details: onnx: not a complete .onnx model (copy or export it again): it starts with protobuf field 13 (wire type 2), which an ONNX ModelProto does not have (it starts with \"junk\\n\")",
+			Engine: EngineRef{Name: "demo", Generation: 4, SHA256: "5d41402abc4b", Serving: "ab12cd34ef56"}, TNs: 1100000000,
+		}},
+		{"status_sink_down", Record{Kind: KindStatus, Device: "jetson-01", Event: "sink_down", Source: "cloud", Sink: "cloud",
+			Reason: "mqtt sink \"cloud\" (mqtts://broker.example:8883): connection refused", TNs: 5}},
+		{"status_config_rejected", Record{Kind: KindStatus, Device: "jetson-01", Event: "config_rejected", Source: "/etc/edged/edged.toml", File: "/etc/edged/edged.toml",
+			Reason: "/etc/edged/edged.toml:31:1: source[0].fsp: unknown key; did you mean \"fps\"? (every key is listed in configs/edged.toml)", TNs: 6}},
 	}
 }
 

@@ -107,7 +107,8 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	}
 	inInfo, outInfo, err := ort.GetInputOutputInfoWithONNXData(model)
 	if err != nil {
-		return nil, fmt.Errorf("%w: ONNX Runtime %s cannot load model %q: %s (is it a complete .onnx file? copy or export it again)",
+		// ONNX Runtime's own words (a protobuf parse error) last.
+		return nil, fmt.Errorf("%w: ONNX Runtime %s cannot load model %q (is it a complete .onnx file? copy or export it again): %s",
 			trt.ErrEngineInvalid, b.version, name, unwrapORT(err))
 	}
 	if err := ctx.Err(); err != nil {

@@ -37,7 +37,7 @@ const maxField = 1 << 12
 // that passes may still be refused by ONNX Runtime.
 func (*Backend) Sniff(head []byte, size int64) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: onnx: %s; it is not a complete .onnx model (copy or export it again)", trt.ErrEngineInvalid, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: onnx: not a complete .onnx model (copy or export it again): %s", trt.ErrEngineInvalid, fmt.Sprintf(format, args...))
 	}
 	whole := int64(len(head)) == size
 	switch {
