@@ -427,9 +427,14 @@ func dialBroker(ctx context.Context, o Options, u *url.URL) (net.Conn, error) {
 			raw.Close()
 			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
 		}
-		c = packets.NewThreadSafeConn(tc)
+		return packets.NewThreadSafeConn(tc), nil
 	}
-	return c, nil
+	// Plain TCP too: paho writes a packet in several Writes when the
+	// connection is not a *net.TCPConn (deadlineConn is not), and its
+	// keepalive pinger writes from another goroutine, so a PINGREQ could
+	// land inside a PUBLISH (the broker then drops the connection for a
+	// protocol error: TestMQTTBadCredentials caught "\xc0\x00onli...").
+	return packets.NewThreadSafeConn(c), nil
 }
 
 // ProbeClientSuffix is appended to the client id a Probe connects with,
