@@ -297,7 +297,7 @@ func (l *lastGood) load(model, path string) ([]byte, [32]byte, error) {
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
-	f, _, err := regfile.Open(p, regfile.NoLimit)
+	f, st, err := regfile.Open(p, regfile.NoLimit)
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
@@ -312,6 +312,11 @@ func (l *lastGood) load(model, path string) ([]byte, [32]byte, error) {
 	}
 	if h.Size < 0 || h.Size > l.maxBytes {
 		return nil, [32]byte{}, fmt.Errorf("%s: the copy is %d bytes, more than the %d-byte model file limit", p, h.Size, l.maxBytes)
+	}
+	// The size the header declares is allocated: not more than the file
+	// holds (a damaged header would otherwise cost up to max_model_bytes).
+	if h.Size > st.Size() {
+		return nil, [32]byte{}, fmt.Errorf("%s: the copy's header records %d bytes, but the file holds %d", p, h.Size, st.Size())
 	}
 	data := make([]byte, h.Size)
 	if _, err := io.ReadFull(r, data); err != nil {

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -292,6 +294,23 @@ func TestLastGoodCopyChecks(t *testing.T) {
 		if _, _, err := l.load("m", model); err == nil {
 			t.Errorf("%s: served", c.name)
 		}
+	}
+	// A header declaring a size the file does not hold is refused before
+	// that size is allocated.
+	big := bytes.Replace(good, []byte(fmt.Sprintf(`"size":%d`, len(content))), []byte(`"size":900000000`), 1)
+	if bytes.Equal(big, good) {
+		t.Fatalf("no size in the header: %q", good)
+	}
+	os.WriteFile(kept, big, 0o600)
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	_, _, err := l.load("m", model)
+	goruntime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "header records 900000000 bytes, but the file holds") {
+		t.Errorf("a header declaring 900 MB: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("loading it allocated %d MiB", grew>>20)
 	}
 	if _, _, err := l.load("m", filepath.Join(dir, "other.onnx")); err == nil {
 		t.Error("a copy served for another file")

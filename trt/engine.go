@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 
@@ -62,23 +63,33 @@ type TensorSpec struct {
 	Shape []int64
 }
 
-// Elements is the number of elements, or -1 for a dynamic shape.
+// Elements is the number of elements, or -1 for a dynamic shape. It
+// saturates at math.MaxInt64: a model may declare dimensions whose product
+// does not fit, and no allocation of that size can succeed.
 func (s TensorSpec) Elements() int64 {
 	n := int64(1)
 	for _, d := range s.Shape {
 		if d < 0 {
 			return -1
 		}
+		if d > 0 && n > math.MaxInt64/d {
+			n = math.MaxInt64
+			continue
+		}
 		n *= d
 	}
 	return n
 }
 
-// Bytes is the size of the tensor in bytes, or -1 for a dynamic shape.
+// Bytes is the size of the tensor in bytes, or -1 for a dynamic shape
+// (saturating, as Elements).
 func (s TensorSpec) Bytes() int64 {
 	n := s.Elements()
 	if n < 0 {
 		return -1
+	}
+	if sz := int64(s.Type.Size()); sz > 0 && n > math.MaxInt64/sz {
+		return math.MaxInt64
 	}
 	return n * int64(s.Type.Size())
 }
@@ -198,6 +209,12 @@ type LoadOptions struct {
 	Image *ImageShape
 	// Threads bounds CPU threads of CPU backends; 0 picks the backend default.
 	Threads int
+	// Want, when it has inputs, is the signature the engine must have (a
+	// reload's: the pipeline's). A backend that reads the model's inputs
+	// before it allocates them refuses other inputs with ErrSignature
+	// then, so a replacement declaring a huge input costs no allocation.
+	// Stage sets it from its want.
+	Want Signature
 }
 
 // Backend loads engines of one kind from the bytes of a model file.

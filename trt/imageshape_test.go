@@ -1,6 +1,7 @@
 package trt_test
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -39,5 +40,22 @@ func TestImageShapeResolve(t *testing.T) {
 		if got := c.img.Resolve(c.input, c.first, c.dims); !slices.Equal(got, c.want) {
 			t.Errorf("%s: Resolve(%q, %v, %v) = %v, want %v", c.name, c.input, c.first, c.dims, got, c.want)
 		}
+	}
+}
+
+// TestTensorSizeSaturates: a shape whose product does not fit in int64
+// (three dimensions of 2^31) is the largest size, not a wrapped, negative
+// or small one: no allocation of it can succeed.
+func TestTensorSizeSaturates(t *testing.T) {
+	s := trt.TensorSpec{Name: "x", Type: trt.Float32, Shape: []int64{1 << 31, 1 << 31, 1 << 31}}
+	if n, b := s.Elements(), s.Bytes(); n != math.MaxInt64 || b != math.MaxInt64 {
+		t.Errorf("Elements %d, Bytes %d", n, b)
+	}
+	s.Shape = []int64{1 << 31, 1 << 31} // 2^62 elements, 2^64 bytes
+	if n, b := s.Elements(), s.Bytes(); n != 1<<62 || b != math.MaxInt64 {
+		t.Errorf("Elements %d, Bytes %d", n, b)
+	}
+	if b := (trt.TensorSpec{Type: trt.Float32, Shape: []int64{1, 3, 0, 4}}).Bytes(); b != 0 {
+		t.Errorf("a zero dimension: %d bytes", b)
 	}
 }

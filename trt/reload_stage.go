@@ -109,10 +109,14 @@ func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, 
 		}
 		return nil, err
 	}
+	load.Want = want
 	e, err = o.Backend.Load(ctx, model, load)
 	if err != nil {
-		if RejectReason(err) == ReasonOther {
+		switch {
+		case RejectReason(err) == ReasonOther:
 			err = fmt.Errorf("%w: %s backend: %w", ErrEngineInvalid, o.Backend.Name(), err)
+		case errors.Is(err, ErrSignature) && !want.empty():
+			err = fmt.Errorf("%w%s", err, signatureHint)
 		}
 		return nil, err
 	}
@@ -125,7 +129,7 @@ func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, 
 	}
 	if !want.empty() {
 		if err := got.checkStaged(want); err != nil {
-			return nil, fmt.Errorf("%w (pipelines are built for their engine's tensors: export the model with the same inputs and outputs, or restart edged to rebuild the pipeline for the new ones)", err)
+			return nil, fmt.Errorf("%w%s", err, signatureHint)
 		}
 	}
 	if err := warmup(ctx, e, want, o.WarmupTimeout); err != nil {
@@ -153,6 +157,9 @@ func (s *Staged) Close() error {
 	})
 	return err
 }
+
+// signatureHint ends the message of an engine refused for its signature.
+const signatureHint = " (pipelines are built for their engine's tensors: export the model with the same inputs and outputs, or restart edged to rebuild the pipeline for the new ones)"
 
 func (s Signature) empty() bool { return len(s.Inputs) == 0 && len(s.Outputs) == 0 }
 

@@ -122,6 +122,11 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	if err != nil {
 		return nil, err
 	}
+	if want := opts.Want.Inputs; len(want) > 0 && !slices.EqualFunc(inSpecs, want, trt.TensorSpec.Equal) {
+		// Before anything is allocated: a replacement may declare inputs
+		// of any size.
+		return nil, fmt.Errorf("%w: onnx: model %q has inputs %s, the pipeline's engine %s", trt.ErrSignature, name, trt.Signature{Inputs: inSpecs}, trt.Signature{Inputs: want})
+	}
 	outSpecs, err := specs(name, "output", outInfo, nil, nil)
 	if err != nil {
 		return nil, err

@@ -557,3 +557,21 @@ func TestFloatAttribute(t *testing.T) {
 		t.Fatalf("LeakyRelu(alpha = 0.25) gave %v", y)
 	}
 }
+
+// TestHugeInputRefusedBeforeAllocating: loaded for a pipeline whose engine
+// has other inputs (a reload: LoadOptions.Want), a model declaring an
+// input of [1, 3, 2^31, 64] float32 (1.5 TiB) is refused for its
+// signature before anything is allocated; loaded without Want, its
+// allocation fails with trt.ErrMemory, not a crash or a wrapped size.
+func TestHugeInputRefusedBeforeAllocating(t *testing.T) {
+	b := ortBackend(t)
+	huge := pb.IdentityModel(pb.DTFloat, []int64{1, 3, 1 << 31, 64}, nil)
+	want := trt.Signature{Inputs: []trt.TensorSpec{{Name: "input", Type: trt.Float32, Shape: []int64{1, 3, 64, 64}}}}
+	_, err := b.Load(context.Background(), huge, trt.LoadOptions{Name: "huge", Want: want})
+	if !errors.Is(err, trt.ErrSignature) || !strings.Contains(err.Error(), "[1,3,2147483648,64]") {
+		t.Fatalf("with the pipeline's signature: %v, want ErrSignature", err)
+	}
+	if _, err := b.Load(context.Background(), huge, trt.LoadOptions{Name: "huge"}); !errors.Is(err, trt.ErrMemory) {
+		t.Fatalf("without: %v, want ErrMemory", err)
+	}
+}
