@@ -37,8 +37,12 @@ type Options struct {
 	// Library is the libavcodec file to load; "" tries Libraries. One
 	// process loads one libavcodec: the first Open decides.
 	Library string
-	// Threads is libavcodec's thread count: 0 lets it choose (the cores),
-	// 1 decodes on the calling thread only.
+	// Threads is libavcodec's thread count: 0 lets it choose (about one
+	// per core). With frame threads each thread past the first holds one
+	// more picture back (33 ms at 30 frames a second). 1 decodes inside
+	// Send's cgo call: no delay, but Go's scheduler then polls the stuck
+	// thread, which measured 21 % more CPU per 1080p frame than libavcodec's
+	// own threads (docs/PERFORMANCE.md).
 	Threads int
 	// ThreadType is ThreadsFrameSlice (the default) or ThreadsSlice.
 	ThreadType string

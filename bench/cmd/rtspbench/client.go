@@ -90,6 +90,7 @@ func client(args []string) error {
 	threads := fs.Int("threads", 0, "libavcodec threads (0: its choice)")
 	threadType := fs.String("thread-type", avcodec.ThreadsFrameSlice, "frame+slice or slice")
 	profile := fs.String("cpuprofile", "", "write a CPU profile here")
+	write := fs.Bool("write", true, "write each picture into its slot (false: decode only, as ffmpeg -f null; for finding what the copy costs)")
 	fs.Parse(args)
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -103,6 +104,9 @@ func client(args []string) error {
 		d, err := avcodec.Open(c, avcodec.Options{Threads: *threads, ThreadType: *threadType, Params: p})
 		if err != nil {
 			return nil, err
+		}
+		if !*write {
+			return noWrite{d}, nil
 		}
 		return d, nil
 	}
@@ -203,3 +207,8 @@ func play(srcs []*rtsp.Source, warm, d time.Duration) (clientResult, error) {
 	res.frames = frames
 	return res, nil
 }
+
+// noWrite is a decoder whose pictures are not written anywhere.
+type noWrite struct{ *avcodec.Decoder }
+
+func (noWrite) Write([]byte) (bool, error) { return false, nil }

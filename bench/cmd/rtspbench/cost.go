@@ -32,6 +32,7 @@ func cost(args []string) error {
 	d := fs.Duration("d", 20*time.Second, "each run's length")
 	rounds := fs.Int("rounds", 3, "rounds")
 	threadsList := fs.String("threads", "auto,1", "libavcodec thread counts to compare (auto = its choice)")
+	sides := fs.String("sides", "ffmpeg,edged", "what to run each round: ffmpeg, edged, edged-nowrite (decoding only, the picture not written into its slot)")
 	fs.Parse(args)
 	f, err := streamFile(*file, *gen)
 	if err != nil {
@@ -46,7 +47,7 @@ func cost(args []string) error {
 	var runs []run
 	for round := 1; round <= *rounds; round++ {
 		for _, th := range strings.Split(*threadsList, ",") {
-			for _, side := range []string{"ffmpeg", "edged"} {
+			for _, side := range strings.Split(*sides, ",") {
 				r, err := measure(side, th, srv.URL, *d)
 				if err != nil {
 					return err
@@ -59,9 +60,11 @@ func cost(args []string) error {
 	}
 	fmt.Println()
 	for _, th := range strings.Split(*threadsList, ",") {
-		ff, ed := medianCost(runs, "ffmpeg", th), medianCost(runs, "edged", th)
-		fmt.Printf("threads=%-4s median CPU per frame: ffmpeg %.3f ms, edged %.3f ms, ratio edged/ffmpeg %.2f\n",
-			th, float64(ff.Microseconds())/1000, float64(ed.Microseconds())/1000, float64(ed)/float64(ff))
+		ff := medianCost(runs, "ffmpeg", th)
+		for _, side := range strings.Split(*sides, ",") {
+			m := medianCost(runs, side, th)
+			fmt.Printf("threads=%-4s %-13s median CPU per frame %.3f ms, ratio to ffmpeg %.2f\n", th, side, float64(m.Microseconds())/1000, float64(m)/float64(ff))
+		}
 	}
 	return nil
 }
@@ -96,7 +99,7 @@ func measure(side, threads, url string, d time.Duration) (run, error) {
 		if err != nil {
 			return r, err
 		}
-		cmd = exec.Command(self, "client", "-url", url, "-d", d.String(), "-warm", "0s", "-threads", n)
+		cmd = exec.Command(self, "client", "-url", url, "-d", d.String(), "-warm", "0s", "-threads", n, "-write="+strconv.FormatBool(side != "edged-nowrite"))
 	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -118,6 +121,9 @@ func measure(side, threads, url string, d time.Duration) (run, error) {
 				return r, err
 			}
 			r.frames = res.all
+			if res.overrun > 0 {
+				fmt.Printf("  (edged dropped %d access units: the decoder fell behind)\n", res.overrun)
+			}
 		}
 	}
 	if err := cmd.Wait(); err != nil {
