@@ -136,8 +136,11 @@ $(ORT_DIR)/%/libonnxruntime.so.1:
 	.ci/fetch-ort $(ORT_VERSION) $(ORT_DIR) $*
 
 # --- tests -------------------------------------------------------------------
-test: deps ## README test command: go test -race ./... with ONNX Runtime required
-	$(ORT_ENV) EDGED_REQUIRE_ORT=1 $(GO) test -race $(GOTEST_FLAGS) $(PKGS)
+# go test -json through internal/testprogress: go test's own lines, every
+# failure's whole output, and what is still running whenever nothing else
+# was said for 20 s (cmd/edged alone runs for minutes).
+test: deps ## README test command: go test -race ./... with ONNX Runtime required (progress every 20 s)
+	$(ORT_ENV) EDGED_REQUIRE_ORT=1 $(GO) test -race -json $(GOTEST_FLAGS) $(PKGS) | $(GO) run ./internal/testprogress
 
 check: fmt-check vet tidy-check test test-nocgo ## gofmt, vet, tidy, -race tests, CGO_ENABLED=0 tests
 
