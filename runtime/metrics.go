@@ -433,6 +433,7 @@ func collectSink(e emit, s *sinkEntry) {
 		e.counter(descRecordsDropped, st.Dropped, name)
 		e.counter(descSinkDropped, st.DroppedQueueFull, name, "queue_full")
 		e.counter(descSinkDropped, st.DroppedRefused, name, "refused")
+		e.counter(descSinkDropped, st.DroppedDamaged, name, "damaged")
 		e.counter(descSinkErrors, st.ErrAuth, name, "auth")
 		e.counter(descSinkErrors, st.ErrTLS, name, "tls")
 		e.counter(descSinkErrors, st.ErrConnect, name, "connect")

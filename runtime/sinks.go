@@ -96,14 +96,6 @@ func (d *daemon) buildSink(c *config.Config, s *config.Sink) (*sinkEntry, error)
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 	}
-	if ss, ok := sink.(interface {
-		SetStatusFunc(func(event, reason string))
-	}); ok {
-		// A sink that reports its own state (MQTT: sink_up, sink_down,
-		// sink_queue_degraded) does so on every sink.
-		name := sc.Name
-		ss.SetStatusFunc(func(event, reason string) { d.publishSinkStatus(event, name, reason) })
-	}
 	return &sinkEntry{cfg: sc, files: c.SinkFiles(&sc), at: d.sinkHolds(c, &sc), sink: sink, done: make(chan struct{}), cancel: func() {}}, nil
 }
 
@@ -120,5 +112,15 @@ func (d *daemon) runSink(e *sinkEntry) {
 	d.mu.Lock()
 	d.sinks[e.cfg.Name] = e
 	d.mu.Unlock()
+	if ss, ok := e.sink.(interface {
+		SetStatusFunc(func(event, reason string))
+	}); ok {
+		// A sink that reports its own state (MQTT: sink_up, sink_down,
+		// sink_queue_degraded) does so on every sink, itself included:
+		// what it said before (a queue folder unusable at start) goes out
+		// now that it is one of them.
+		name := e.cfg.Name
+		ss.SetStatusFunc(func(event, reason string) { d.publishSinkStatus(event, name, reason) })
+	}
 	d.log.Info("sink started", "sink", e.cfg.Name, "kind", e.cfg.Kind)
 }

@@ -466,10 +466,17 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.
 		switch ev.Kind {
 		case mqttsink.QueueOpened:
 			r := ev.Report
-			if r.Corrupt > 0 {
-				lg.Warn("mqtt queue opened; damaged tails cut off (a power cut?)", "dir", o.Dir, "records", r.Records, "acked_seq", r.Acked, "last_seq", r.LastSeq, "truncated_bytes", r.Truncated, "segments_damaged", r.Corrupt)
-			} else {
-				lg.Info("mqtt queue opened", "dir", o.Dir, "records", r.Records, "acked_seq", r.Acked, "last_seq", r.LastSeq)
+			what := "mqtt queue opened"
+			if r.Late {
+				what = "mqtt queue opened at last (it could not be until now); the records kept in memory are written to it"
+			}
+			args := []any{"dir", o.Dir, "records", r.Records, "acked_seq", r.Acked, "last_seq", r.LastSeq, "seq_high_water", r.HighWater, "clean_stop", r.Clean}
+			switch {
+			case r.Corrupt > 0 || r.Damaged > 0:
+				lg.Warn(what+"; damage stepped over (each damaged stretch cost the record it hit) and torn tails cut off (a power cut?)",
+					append(args, "damaged", r.Damaged, "damaged_bytes", r.DamagedBytes, "truncated_bytes", r.Truncated, "segments_torn", r.Corrupt)...)
+			default:
+				lg.Info(what, args...)
 			}
 		case mqttsink.Connected:
 			lg.Info("mqtt sink connected", "event", "sink_up")
@@ -489,7 +496,7 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.
 		case mqttsink.Refused:
 			rl.log(lg, slog.LevelError, "refused", "mqtt broker refused a record; dropped", "err", ev.Err)
 		case mqttsink.QueueDegraded:
-			lg.Error("mqtt queue cannot be written; keeping records in memory only until it can", "dir", o.Dir, "err", ev.Err)
+			lg.Error("mqtt queue cannot be written; keeping records in memory only until it can (tried again every 10 s; lost if edged stops meanwhile)", "dir", o.Dir, "err", ev.Err)
 		case mqttsink.QueueRestored:
 			lg.Info("mqtt queue written again", "dir", o.Dir)
 		}
@@ -498,7 +505,7 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.
 	if err != nil {
 		return nil, err
 	}
-	lg.Info("mqtt sink started", "topic", s.Topic, "status_topic", s.StatusTopic, "qos", *s.QoS, "format", o.Encoding.String(), "queue_dir", o.Dir)
+	lg.Info("mqtt sink started", "topic", s.Topic, "status_topic", s.StatusTopic, "qos", *s.QoS, "format", o.Encoding.String(), "queue_dir", o.Dir, "first_seq", sink.Stats().FirstSeq)
 	return sink, nil
 }
 
@@ -553,7 +560,7 @@ func mqttOptions(s *config.Sink, c *config.Config) (mqttsink.Options, error) {
 		}
 	}
 	if dir := edruntime.StateDir(c); dir != "" {
-		o.Dir = filepath.Join(dir, "mqtt", s.Name)
+		o.Dir, o.Root = filepath.Join(dir, "mqtt", s.Name), dir
 	}
 	return o, nil
 }

@@ -1,155 +1,52 @@
 package mqttsink
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.golang/autopaho"
-	"github.com/eclipse/paho.golang/paho"
-
 	"github.com/edged-dev/edged/internal/mosquittotest"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
-// broker is a Mosquitto process on a loopback port, with a generated
-// configuration.
+// broker is a Mosquitto on a loopback port (internal/mosquittotest).
 type broker struct {
-	t     *testing.T
-	bin   string
-	dir   string
-	port  int
-	extra string // more configuration lines for the listener
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	exit  chan struct{}
+	*mosquittotest.Broker
+	t   *testing.T
+	dir string
 }
 
 func startBroker(t *testing.T, extra string) *broker {
-	b := &broker{t: t, bin: mosquittotest.Path(t), dir: t.TempDir(), port: mosquittotest.FreePort(t), extra: extra}
-	b.start()
-	t.Cleanup(func() {
-		b.stop()
-		if t.Failed() || os.Getenv("EDGED_MOSQUITTO_LOG") != "" {
-			log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
-			lines := strings.Split(strings.TrimSpace(string(log)), "\n")
-			t.Logf("mosquitto log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-4000):], "\n"))
-		}
-	})
-	return b
+	b := mosquittotest.StartBroker(t, extra)
+	return &broker{Broker: b, t: t, dir: b.Dir}
 }
 
-func (b *broker) url(scheme string) *url.URL {
-	u, _ := url.Parse(fmt.Sprintf("%s://127.0.0.1:%d", scheme, b.port))
-	return u
-}
+func (b *broker) url(scheme string) *url.URL { return b.URL(scheme) }
+func (b *broker) stop()                      { b.Stop() }
+func (b *broker) signal(sig syscall.Signal)  { b.Signal(sig) }
 
 func (b *broker) start() {
 	b.t.Helper()
-	conf := filepath.Join(b.dir, "mosquitto.conf")
-	text := fmt.Sprintf(`user root
-persistence true
-persistence_location %s/
-autosave_interval 1
-max_queued_messages 0
-log_dest file %s/mosquitto.log
-log_type all
-listener %d 127.0.0.1
-%s
-`, b.dir, b.dir, b.port, b.extra)
-	if !strings.Contains(b.extra, "allow_anonymous") {
-		text += "allow_anonymous true\n"
-	}
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+	if err := b.Start(); err != nil {
 		b.t.Fatal(err)
 	}
-	cmd := exec.Command(b.bin, "-c", conf)
-	if err := cmd.Start(); err != nil {
-		b.t.Fatal(err)
-	}
-	exit := make(chan struct{})
-	go func() { cmd.Wait(); close(exit) }()
-	b.mu.Lock()
-	b.cmd, b.exit = cmd, exit
-	b.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", b.port), time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-exit:
-			log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
-			b.t.Fatalf("mosquitto exited at start:\n%s", log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("mosquitto does not listen on %d", b.port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stop ends the broker with SIGTERM (it saves its persistent state).
-func (b *broker) stop() {
-	b.mu.Lock()
-	cmd, exit := b.cmd, b.exit
-	b.cmd = nil
-	b.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGCONT)
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exit:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-exit
-	}
-}
-
-func (b *broker) signal(sig syscall.Signal) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd != nil {
-		b.cmd.Process.Signal(sig)
-	}
-}
-
-// message is one message a subscriber received.
-type message struct {
-	topic   string
-	payload []byte
-	retain  bool
 }
 
 // subscriber is a QoS 1 subscription with a persistent session (it gets
 // what was published while it was away, across broker restarts).
-type subscriber struct {
-	mu   sync.Mutex
-	msgs []message
-	cm   *autopaho.ConnectionManager
-	stop context.CancelFunc
-}
+type subscriber struct{ *mosquittotest.Subscriber }
 
 func subscribe(t *testing.T, b *broker, topic string) *subscriber {
 	t.Helper()
@@ -158,65 +55,22 @@ func subscribe(t *testing.T, b *broker, topic string) *subscriber {
 
 func subscribeAt(t *testing.T, u *url.URL, topic, user, pass string) *subscriber {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &subscriber{stop: cancel}
-	ready := make(chan struct{}, 1)
-	cfg := autopaho.ClientConfig{
-		ServerUrls:                    []*url.URL{u},
-		ConnectUsername:               user,
-		ConnectPassword:               []byte(pass),
-		KeepAlive:                     5,
-		CleanStartOnInitialConnection: false,
-		SessionExpiryInterval:         3600,
-		ReconnectBackoff:              func(int) time.Duration { return 100 * time.Millisecond },
-		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
-			go func() {
-				cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: 1}}})
-				select {
-				case ready <- struct{}{}:
-				default:
-				}
-			}()
-		},
-		ClientConfig: paho.ClientConfig{
-			ClientID: "test-sub-" + u.Port(),
-			OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-				s.mu.Lock()
-				s.msgs = append(s.msgs, message{pr.Packet.Topic, append([]byte(nil), pr.Packet.Payload...), pr.Packet.Retain})
-				s.mu.Unlock()
-				return true, nil
-			}},
-		},
-	}
-	cm, err := autopaho.NewConnection(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cm = cm
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("subscriber did not subscribe")
-	}
-	t.Cleanup(func() { cancel(); <-cm.Done() })
-	return s
+	return &subscriber{mosquittotest.SubscribeT(t, u, topic, user, pass)}
 }
 
 // records returns the decoded records received so far (presence messages
 // left out) and the presence payloads.
 func (s *subscriber) records(t *testing.T) (recs []stream.Decoded, presence []string) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.msgs {
-		if p := string(m.payload); p == PayloadOnline || p == PayloadOffline {
+	for _, m := range s.Messages() {
+		if p := string(m.Payload); p == PayloadOnline || p == PayloadOffline {
 			presence = append(presence, p)
 			continue
 		}
 		var d stream.Decoded
-		if err := stream.DecodeJSON(m.payload, &d); err != nil {
-			if err := stream.DecodeCBOR(m.payload, &d); err != nil {
-				t.Fatalf("message on %s does not decode: %v: %q", m.topic, err, m.payload)
+		if err := stream.DecodeJSON(m.Payload, &d); err != nil {
+			if err := stream.DecodeCBOR(m.Payload, &d); err != nil {
+				t.Fatalf("message on %s does not decode: %v: %q", m.Topic, err, m.Payload)
 			}
 		}
 		recs = append(recs, d)
@@ -225,11 +79,9 @@ func (s *subscriber) records(t *testing.T) (recs []stream.Decoded, presence []st
 }
 
 func (s *subscriber) topics() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := map[string]int{}
-	for _, m := range s.msgs {
-		out[m.topic]++
+	for _, m := range s.Messages() {
+		out[m.Topic]++
 	}
 	return out
 }

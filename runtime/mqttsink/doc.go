@@ -10,16 +10,20 @@
 // sends the queue in order, one message in flight, and advances a
 // persisted cursor on PUBACK (QoS 1) or after the write (QoS 0). After a
 // reconnect or a restart it starts again from the cursor: delivery is at
-// least once, duplicates are possible, and seq stays contiguous except
-// where the ring or the queue's bound dropped the oldest records.
+// least once, duplicates are possible, and within a run seq stays
+// contiguous except where the ring or the queue's bound dropped the oldest
+// records, or damage in the queue's files cost a record. Each run starts
+// above every seq an earlier run used, whatever happened to the state
+// folder (seq.go), with a sink_started record.
 //
-// A disk that cannot be written (full, read-only) makes the queue keep
-// records in memory (bounded) until the disk works again. Every write to
-// the broker has a deadline and every publish an ack timeout, so a broker
-// that stops reading costs a reconnect, never a stalled pipeline.
+// A folder that cannot be used (full, read-only, unusable at start, a
+// symbolic link out of the state folder) makes the queue keep records in
+// memory (bounded) and try it again every 10 s. Every write to the broker
+// has a deadline and every publish an ack timeout, so a broker that stops
+// reading costs a reconnect, never a stalled pipeline.
 //
 // The package never logs: it reports through Options.OnEvent, Stats and
 // the status function the daemon sets (SetStatusFunc), and returns errors
 // wrapping its sentinels (ErrAuth, ErrTLS, ErrConnect, ErrPublish,
-// ErrDisk, ErrCorrupt).
+// ErrDisk, ErrCorrupt, ErrTooLarge).
 package mqttsink

@@ -30,12 +30,16 @@ func TestMQTTResultsInOrder(t *testing.T) {
 			sub := subscribe(t, b, "edged/#")
 			ev := &events{}
 			s := newTestSink(t, Options{Name: "cloud-" + enc.String(), URL: b.url("mqtt"), QoS: 1, Encoding: enc, Dir: t.TempDir()}, ev)
+			base := s.Stats().FirstSeq // the run's sink_started record
 			for i := range 300 {
 				s.Publish(result([]string{"front", "rear"}[i%2], uint64(i)))
 			}
 			s.Publish(&stream.Record{Kind: stream.KindStatus, Device: "dev-1", Event: "config_reloaded", TNs: 1})
-			recs := sub.waitSeq(t, 301, 20*time.Second)
-			checkInOrder(t, recs, 1, 301, "dev-1")
+			recs := sub.waitSeq(t, base+301, 20*time.Second)
+			checkInOrder(t, recs, base, base+301, "dev-1")
+			if recs[0].Seq != base || recs[0].Event != EventStarted {
+				t.Errorf("first record %+v, want the sink_started record at seq %d", recs[0], base)
+			}
 			tops := sub.topics()
 			if tops["edged/dev-1/front/results"] != 150 || tops["edged/dev-1/rear/results"] != 150 || tops["edged/dev-1/status"] < 2 {
 				t.Errorf("topics %v", tops)
@@ -47,8 +51,8 @@ func TestMQTTResultsInOrder(t *testing.T) {
 			if _, pres := sub.records(t); !slices.Contains(pres, PayloadOnline) {
 				t.Errorf("presence %v, want online (retained)", pres)
 			}
-			waitFor(t, "the cursor to reach 301", 5*time.Second, func() bool { return s.Stats().AckedSeq == 301 })
-			if st := s.Stats(); st.Sent != 301 || st.Dropped != 0 || !st.Connected || st.Queued != 0 {
+			waitFor(t, "the cursor to reach the last record", 5*time.Second, func() bool { return s.Stats().AckedSeq == base+301 })
+			if st := s.Stats(); st.Sent != 302 || st.Dropped != 0 || !st.Connected || st.Queued != 0 {
 				t.Errorf("stats %+v", st)
 			}
 			if ev.find(Connected) == nil || !strings.HasPrefix(ev.statuses()[0], "sink_up") {
@@ -113,6 +117,7 @@ func TestMQTTBrokerOutage(t *testing.T) {
 	sub := subscribe(t, b, "edged/dev-1/front/results")
 	ev := &events{}
 	s := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: t.TempDir(), AckTimeout: time.Second}, ev)
+	base := s.Stats().FirstSeq
 	stop := make(chan struct{})
 	n, slowest, done := feed([]interface{ Publish(*stream.Record) }{s}, 100, stop)
 	time.Sleep(time.Second)
@@ -126,8 +131,8 @@ func TestMQTTBrokerOutage(t *testing.T) {
 	<-done
 	total := n.Load()
 	t.Logf("%d records published over a %v outage; slowest Publish %v", total, outage(t), time.Duration(slowest.Load()))
-	recs := sub.waitSeq(t, total, 60*time.Second)
-	checkInOrder(t, recs, 1, total, "dev-1")
+	recs := sub.waitSeq(t, base+total, 60*time.Second)
+	checkInOrder(t, recs, base+1, base+total, "dev-1")
 	// A Publish that waited for the broker would take the ack timeout
 	// (1 s) or a write deadline; 250 ms leaves room for -race on a loaded
 	// machine (66 ms seen on two shared cores).
@@ -168,20 +173,23 @@ func TestMQTTRestartWhileBrokerDown(t *testing.T) {
 	b.stop()
 	dir := t.TempDir()
 	s1 := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: dir}, nil)
+	base1 := s1.Stats().FirstSeq
 	for i := range 100 {
 		s1.Publish(result("front", uint64(i)))
 	}
 	s1.Close()
 	s2 := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: dir}, nil)
-	if st := s2.Stats(); st.Recovered != 100 || st.LastSeq != 100 {
-		t.Fatalf("after the restart: %+v", st)
+	base2 := s2.Stats().FirstSeq
+	if st := s2.Stats(); st.Recovered != 101 || base2 <= base1+100 || st.LastSeq != base2 {
+		t.Fatalf("after the restart (first run %d..%d): %+v", base1, base1+100, st)
 	}
 	for i := range 50 {
 		s2.Publish(result("front", uint64(100+i)))
 	}
 	b.start()
-	recs := sub.waitSeq(t, 150, 30*time.Second)
-	checkInOrder(t, recs, 1, 150, "dev-1")
+	recs := sub.waitSeq(t, base2+50, 30*time.Second)
+	checkInOrder(t, recs, base1+1, base1+100, "dev-1")
+	checkInOrder(t, recs, base2+1, base2+50, "dev-1")
 }
 
 // TestMQTTQueueBound: with the broker down, past queue_bytes the oldest
@@ -192,6 +200,7 @@ func TestMQTTQueueBound(t *testing.T) {
 	sub := subscribe(t, b, "edged/dev-1/front/results")
 	b.stop()
 	s := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: t.TempDir(), QueueBytes: 64 << 10}, nil)
+	base := s.Stats().FirstSeq // the sink_started record, dropped first
 	for i := range 2000 {
 		s.Publish(result("front", uint64(i)))
 		if i%100 == 0 {
@@ -204,12 +213,12 @@ func TestMQTTQueueBound(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	b.start()
-	recs := sub.waitSeq(t, 2000, 30*time.Second)
+	recs := sub.waitSeq(t, base+2000, 30*time.Second)
 	first := recs[0].Seq
-	if first != st.DroppedQueueFull+1 {
-		t.Errorf("first delivered seq %d after %d dropped", first, st.DroppedQueueFull)
+	if first != base+st.DroppedQueueFull {
+		t.Errorf("first delivered seq %d after %d dropped from %d", first, st.DroppedQueueFull, base)
 	}
-	checkInOrder(t, recs, first, 2000, "dev-1")
+	checkInOrder(t, recs, first, base+2000, "dev-1")
 }
 
 // TestMQTTBadCredentials: a wrong password is a clear error naming the
@@ -249,10 +258,11 @@ func TestMQTTBadCredentials(t *testing.T) {
 
 	sub := subscribeAt(t, b.url("mqtt"), "edged/#", "edged", "s3cret")
 	good := newTestSink(t, Options{Name: "good", URL: b.url("mqtt"), QoS: 1, Username: "edged", Password: []byte("s3cret"), Dir: t.TempDir()}, nil)
+	base := good.Stats().FirstSeq
 	for i := range 10 {
 		good.Publish(result("front", uint64(i)))
 	}
-	checkInOrder(t, sub.waitSeq(t, 10, 10*time.Second), 1, 10, "dev-1")
+	checkInOrder(t, sub.waitSeq(t, base+10, 10*time.Second), base, base+10, "dev-1")
 }
 
 // TestMQTTUntrustedCertificate: a broker whose certificate is not signed
@@ -287,10 +297,11 @@ func TestMQTTUntrustedCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := newTestSink(t, Options{Name: "trusted", URL: b.url("mqtts"), QoS: 1, TLS: tlsGood, Dir: t.TempDir()}, nil)
+	base := good.Stats().FirstSeq
 	for i := range 10 {
 		good.Publish(result("front", uint64(i)))
 	}
-	checkInOrder(t, sub.waitSeq(t, 10, 10*time.Second), 1, 10, "dev-1")
+	checkInOrder(t, sub.waitSeq(t, base+10, 10*time.Second), base, base+10, "dev-1")
 	if _, err := TLSConfig(PEM{Name: "junk.pem", Data: []byte("junk")}, PEM{}, PEM{}); err == nil || !strings.Contains(err.Error(), "junk.pem") {
 		t.Errorf("a ca_file without a certificate: %v", err)
 	}
@@ -313,6 +324,7 @@ func TestMQTTBrokerStopsReading(t *testing.T) {
 	b := startBroker(t, "")
 	sub := subscribe(t, b, "edged/dev-1/front/results")
 	s := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: t.TempDir(), AckTimeout: 500 * time.Millisecond, ConnectTimeout: 500 * time.Millisecond}, nil)
+	base := s.Stats().FirstSeq
 	path := filepath.Join(t.TempDir(), "s.sock")
 	sock, err := stream.NewSocket(stream.SocketOptions{Name: "local", Path: path, NoActivation: true, QueueLen: 256, WriteTimeout: 5 * time.Second})
 	if err != nil {
@@ -362,7 +374,7 @@ func TestMQTTBrokerStopsReading(t *testing.T) {
 		t.Errorf("the stopped broker was not noticed: %+v", stalled)
 	}
 	total := n.Load()
-	checkInOrder(t, sub.waitSeq(t, total, 60*time.Second), 1, total, "dev-1")
+	checkInOrder(t, sub.waitSeq(t, base+total, 60*time.Second), base+1, base+total, "dev-1")
 	cancel()
 	wg.Wait()
 }
@@ -385,10 +397,11 @@ func TestMQTTDiskFull(t *testing.T) {
 	}
 	o.queueOptions.RetryEvery = 200 * time.Millisecond
 	s := newTestSink(t, o, ev)
+	base := s.Stats().FirstSeq
 	for i := range 50 {
 		s.Publish(result("front", uint64(i)))
 	}
-	sub.waitSeq(t, 50, 10*time.Second)
+	sub.waitSeq(t, base+50, 10*time.Second)
 	fail.Store(true)
 	for i := range 50 {
 		s.Publish(result("front", uint64(50+i)))
@@ -401,14 +414,14 @@ func TestMQTTDiskFull(t *testing.T) {
 	if st := s.Stats(); st.ErrDisk == 0 {
 		t.Errorf("stats %+v", st)
 	}
-	sub.waitSeq(t, 100, 10*time.Second)
+	sub.waitSeq(t, base+100, 10*time.Second)
 	fail.Store(false)
 	time.Sleep(300 * time.Millisecond)
 	for i := range 50 {
 		s.Publish(result("front", uint64(100+i)))
 	}
 	waitFor(t, "sink_queue_restored", 5*time.Second, func() bool { return hasStatus(ev.statuses(), "sink_queue_restored") })
-	checkInOrder(t, sub.waitSeq(t, 150, 10*time.Second), 1, 150, "dev-1")
+	checkInOrder(t, sub.waitSeq(t, base+150, 10*time.Second), base+1, base+150, "dev-1")
 
 	// A state folder that cannot be made: memory only from the start.
 	file := filepath.Join(t.TempDir(), "file")
@@ -419,7 +432,10 @@ func TestMQTTDiskFull(t *testing.T) {
 		t.Fatalf("events %+v, statuses %q", ev2.evs, ev2.statuses())
 	}
 	s2.Publish(result("front", 0))
-	waitFor(t, "the record", 10*time.Second, func() bool { return s2.Stats().Sent == 1 })
+	waitFor(t, "the records", 10*time.Second, func() bool { return s2.Stats().Sent == 2 }) // sink_started and the result
+	if st := s2.Stats(); !st.Degraded {
+		t.Errorf("a folder that cannot be made: stats %+v, want degraded", st)
+	}
 }
 
 // TestMQTTRefusedRecord: a record the broker refuses (PUBACK "not
@@ -433,14 +449,15 @@ func TestMQTTRefusedRecord(t *testing.T) {
 	sub := subscribe(t, b, "edged/#")
 	ev := &events{}
 	s := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: t.TempDir()}, ev)
+	base := s.Stats().FirstSeq
 	s.Publish(result("front", 0))
 	s.Publish(result("rear", 1)) // not allowed
 	s.Publish(result("front", 2))
-	recs := sub.waitSeq(t, 3, 10*time.Second)
-	if len(recs) != 2 || recs[0].Seq != 1 || recs[1].Seq != 3 {
+	recs := sub.waitSeq(t, base+3, 10*time.Second)
+	if len(recs) != 3 || recs[0].Seq != base || recs[1].Seq != base+1 || recs[2].Seq != base+3 {
 		t.Fatalf("received %+v", recs)
 	}
-	if st := s.Stats(); st.DroppedRefused != 1 || st.Sent != 2 {
+	if st := s.Stats(); st.DroppedRefused != 1 || st.Sent != 3 {
 		t.Errorf("stats %+v", st)
 	}
 	if e := ev.find(Refused); e == nil || !strings.Contains(e.Err.Error(), "0x87") {

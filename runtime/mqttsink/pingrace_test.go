@@ -214,7 +214,7 @@ func TestPingNeverLandsInsidePublish(t *testing.T) {
 	}
 	done := func() bool {
 		return b.err != nil || len(b.publishes) > 0 && string(b.publishes[0].Payload) != PayloadOnline ||
-			len(b.publishes) >= 1+n && b.pings > 0
+			len(b.publishes) >= 2+n && b.pings > 0
 	}
 	if !b.wait(30*time.Second, done) {
 		b.mu.Lock()
@@ -233,10 +233,14 @@ func TestPingNeverLandsInsidePublish(t *testing.T) {
 	if pings == 0 {
 		t.Fatal("no PINGREQ reached the broker: the race was not staged")
 	}
-	for i, p := range pubs[1 : 1+n] {
+	// The run's first record, sink_started, then the results.
+	if d, err := decodeCBOR(pubs[1].Payload); err != nil || pubs[1].Topic != "edged/dev-1/status" || d.Event != EventStarted {
+		t.Fatalf("PUBLISH 1: %q on %q (%v), want the run's %s record", pubs[1].Payload, pubs[1].Topic, err, EventStarted)
+	}
+	for i, p := range pubs[2 : 2+n] {
 		var d stream.Decoded
 		if err := stream.DecodeCBOR(p.Payload, &d); err != nil || p.Topic != "edged/dev-1/front/results" || d.FrameSeq != uint64(i) {
-			t.Fatalf("PUBLISH %d: %q on %q (%v), want result %d", i+1, p.Payload, p.Topic, err, i)
+			t.Fatalf("PUBLISH %d: %q on %q (%v), want result %d", i+2, p.Payload, p.Topic, err, i)
 		}
 	}
 	if st := s.Stats(); st.Connects != 1 || st.ErrPublish != 0 {
@@ -247,4 +251,10 @@ func TestPingNeverLandsInsidePublish(t *testing.T) {
 	if len(staged) != 1 {
 		t.Errorf("%d connections dialled, want 1", len(staged))
 	}
+}
+
+func decodeCBOR(b []byte) (stream.Decoded, error) {
+	var d stream.Decoded
+	err := stream.DecodeCBOR(b, &d)
+	return d, err
 }

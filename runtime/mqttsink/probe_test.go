@@ -64,7 +64,8 @@ func TestProbe(t *testing.T) {
 		t.Errorf("the running sink lost its connection to a probe: %+v", st)
 	}
 	recs, presence := sub.records(t)
-	if len(recs) != 0 || len(presence) != 1 { // the running sink's retained "online"
-		t.Errorf("the probes published: %d records, presence %q", len(recs), presence)
+	// The running sink's sink_started record and its retained "online".
+	if len(recs) != 1 || recs[0].Event != EventStarted || len(presence) != 1 {
+		t.Errorf("the probes published: %d records (%+v), presence %q", len(recs), recs, presence)
 	}
 }

@@ -1,41 +1,45 @@
 package mqttsink
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // The on-disk queue keeps records on their way to the broker in segment
-// files, state_dir/mqtt/<sink>/<first seq, 20 digits>.seg, each a run of
-// frames:
+// files, <Dir>/<first seq, 20 digits>.seg, each a run of frames
+// (frames.go), a file "cursor" holding the highest seq the broker
+// acknowledged (uint64 and its CRC-32C), and the seq file (seqfile.go).
+// Frames are appended with one write each and the files are fsynced at
+// most every SyncEvery (and on Close), so a power cut loses at most the
+// records of the last SyncEvery; a torn cursor reads as "nothing
+// acknowledged": the records still on disk are sent again (duplicates,
+// never a loss).
 //
-//	length   uint32 big-endian: bytes of payload
-//	seq      uint64 big-endian: the record's sequence number
-//	crc      uint32 big-endian: CRC-32C of seq and payload
-//	payload  length bytes
+// Damage costs only what it hits. Opening walks every frame; a frame that
+// does not check (length, CRC, a seq that does not follow the one before)
+// starts a hole that ends at the next frame that does, so a flipped byte
+// costs its own record; only what follows the last intact frame of a
+// segment (a frame torn by a power cut) is cut off. Damage found later,
+// while reading, is stepped over the same way.
 //
-// and a file "cursor" holding the highest seq the broker acknowledged
-// (uint64 and its CRC-32C). Frames are appended with one write each and
-// the files are fsynced at most every SyncEvery (and on Close), so a power
-// cut loses at most the records of the last SyncEvery; a frame torn by it
-// fails its CRC and the segment is truncated there when the queue is
-// opened again. A torn cursor reads as "nothing acknowledged": the
-// records still on disk are sent again (duplicates, never a loss).
+// A folder that cannot be used (read-only, full, not a folder, a symbolic
+// link out of the state folder) does not stop the queue: it goes on in
+// memory and tries the folder again every RetryEvery, at start as later;
+// when the folder works again, the records kept in memory are written
+// there too.
 
 const (
-	frameHeader = 16
-	// MaxPayload is the largest payload a frame may carry; a length above
-	// it is corruption.
-	MaxPayload = 16 << 20
 	segSuffix  = ".seg"
 	cursorName = "cursor"
 )
@@ -45,48 +49,23 @@ var (
 	// ErrCorrupt is a frame that does not parse: a short header, a length
 	// past MaxPayload or past the data, or a CRC mismatch.
 	ErrCorrupt = errors.New("mqttsink: corrupt queue frame")
-	// ErrDisk wraps a failure to write the on-disk queue (disk full,
-	// read-only file system); the queue goes on in memory.
+	// ErrDisk wraps a failure to use the on-disk queue (disk full,
+	// read-only file system, a folder that cannot be made); the queue goes
+	// on in memory.
 	ErrDisk = errors.New("mqttsink: on-disk queue write failed")
+	// ErrTooLarge is a record longer than MaxPayload: it is not queued.
+	ErrTooLarge = errors.New("mqttsink: record too large for the queue")
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// AppendFrame appends one frame carrying seq and payload to dst.
-func AppendFrame(dst []byte, seq uint64, payload []byte) []byte {
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
-	at := len(dst)
-	dst = binary.BigEndian.AppendUint64(dst, seq)
-	crc := crc32.Update(crc32.Checksum(dst[at:], castagnoli), castagnoli, payload)
-	dst = binary.BigEndian.AppendUint32(dst, crc)
-	return append(dst, payload...)
-}
-
-// ParseFrame reads the frame at the start of b: its seq, its payload (a
-// slice of b) and its length n in b. An incomplete or damaged frame is
-// ErrCorrupt.
-func ParseFrame(b []byte) (seq uint64, payload []byte, n int, err error) {
-	if len(b) < frameHeader {
-		return 0, nil, 0, fmt.Errorf("%w: %d bytes, a frame header is %d", ErrCorrupt, len(b), frameHeader)
-	}
-	size := binary.BigEndian.Uint32(b)
-	if size > MaxPayload || int64(size) > int64(len(b)-frameHeader) {
-		return 0, nil, 0, fmt.Errorf("%w: length %d with %d bytes left", ErrCorrupt, size, len(b)-frameHeader)
-	}
-	seq = binary.BigEndian.Uint64(b[4:])
-	payload = b[frameHeader : frameHeader+int(size)]
-	crc := crc32.Update(crc32.Checksum(b[4:12], castagnoli), castagnoli, payload)
-	if crc != binary.BigEndian.Uint32(b[12:]) {
-		return 0, nil, 0, fmt.Errorf("%w: CRC mismatch at seq %d", ErrCorrupt, seq)
-	}
-	return seq, payload, frameHeader + int(size), nil
-}
 
 // QueueOptions configure a Queue.
 type QueueOptions struct {
-	// Dir holds the segment files and the cursor; "" keeps everything in
-	// memory.
+	// Dir holds the segment files, the cursor and the seq file; "" keeps
+	// everything in memory.
 	Dir string
+	// Root, when set, is a folder Dir lies in (the state folder): the
+	// queue creates Dir inside it and follows no symbolic link that leads
+	// out of it.
+	Root string
 	// MaxBytes bounds the frames kept (disk and memory together); past it
 	// the oldest segment is dropped.
 	MaxBytes int64
@@ -99,42 +78,70 @@ type QueueOptions struct {
 	// SyncEvery is how often appended frames and the cursor are fsynced
 	// (default 1 s).
 	SyncEvery time.Duration
-	// RetryEvery is how often a queue that fell back to memory tries the
-	// disk again (default 10 s).
+	// RetryEvery is how often a queue whose folder failed tries it again
+	// (default 10 s).
 	RetryEvery time.Duration
 
 	// failWrite, when set, is asked before each disk write (tests).
 	failWrite func() error
 }
 
-// OpenReport says what Open found on disk.
+// OpenReport says what opening the folder found.
 type OpenReport struct {
 	Records   int    // unacknowledged records recovered
 	Acked     uint64 // the cursor
-	LastSeq   uint64 // highest seq on disk or in the cursor
-	Truncated int64  // bytes cut off damaged segment tails
-	Corrupt   int    // segments found damaged (truncated there)
+	LastSeq   uint64 // highest seq in a segment or the cursor
+	Truncated int64  // bytes cut off torn segment tails
+	Corrupt   int    // segments with a torn tail (cut there)
+	// Damaged is how many damaged stretches inside segments were stepped
+	// over (each cost the record it hit, or the few it spans), and
+	// DamagedBytes their bytes.
+	Damaged      int
+	DamagedBytes int64
+	// HighWater is the seq file's value (HighWaterKnown: it was intact):
+	// no seq handed out before is above it. Clean: the previous run
+	// stopped cleanly and HighWater is its last seq, not a reservation.
+	HighWater      uint64
+	HighWaterKnown bool
+	Clean          bool
+	// Late: the folder was opened after it had failed, while the queue
+	// ran in memory.
+	Late bool
 }
 
 type segment struct {
 	first, last uint64 // seqs of its first and last frame (count > 0)
 	count       int
 	size        int64
-	path        string   // disk segment
+	path        string   // disk segment: its name in the folder
 	f           *os.File // disk segment, open for reading (and appending, the tail)
 	mem         []byte   // memory segment
+	holes       []hole   // damage to step over
 }
 
-func (s *segment) readAt(b []byte, off int64) error {
-	if s.f == nil {
-		if off+int64(len(b)) > int64(len(s.mem)) {
-			return io.ErrUnexpectedEOF
-		}
-		copy(b, s.mem[off:])
-		return nil
+// ReadAt reads the segment's bytes.
+func (s *segment) ReadAt(b []byte, off int64) (int, error) {
+	if s.f != nil {
+		return s.f.ReadAt(b, off)
 	}
-	_, err := s.f.ReadAt(b, off)
-	return err
+	if off >= int64(len(s.mem)) {
+		return 0, io.EOF
+	}
+	n := copy(b, s.mem[off:])
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// holeAt returns the end of the hole that starts at off.
+func (s *segment) holeAt(off int64) (int64, bool) {
+	for _, h := range s.holes {
+		if h.off == off {
+			return h.end, true
+		}
+	}
+	return 0, false
 }
 
 // Queue is the sink's bounded, ordered, persistent record queue: one
@@ -143,28 +150,39 @@ type Queue struct {
 	o QueueOptions
 
 	mu       sync.Mutex
+	dir      *os.Root // the folder, once it could be opened
 	segs     []*segment
 	total    int64 // bytes of frames in segs
 	memTotal int64
 	acked    uint64
-	degraded bool // appending to memory: the disk failed
+	degraded bool // appending to memory: the folder failed
 	failedAt time.Time
 	dirty    bool // appended or acked since the last sync
 	cursor   *os.File
+	seqf     *os.File
+	reserved uint64 // seqs up to this one are recorded in seqf
+	seqGen   uint32
+	lastSeq  uint64 // highest seq appended or found in the folder
+	appended bool   // appended since the queue was made
 	lastSync time.Time
 	closed   bool
+	late     *OpenReport // a late open LateOpen has not handed out yet
+	rewinds  uint64      // the reader must start again from Acked
+	damaged  int         // records lost to damage (at open and found by the reader)
 
 	// reader position: the next frame of rseg after rseq is at roff.
-	rseg *segment
-	roff int64
-	rseq uint64
-	rbuf []byte
-	fbuf []byte
+	rseg  *segment
+	roff  int64
+	rseq  uint64
+	rprev uint64 // seq of the last intact frame the reader passed in rseg
+	rd    *frameReader
+	fbuf  []byte
 }
 
-// OpenQueue opens (creating) the queue in o.Dir and recovers what it holds:
-// damaged tails are truncated, segments that the cursor says were
-// delivered are removed.
+// OpenQueue makes the queue and opens (creating) its folder, recovering
+// what it holds. A folder that cannot be used is not fatal: the queue is
+// returned running in memory, together with the error (wrapping ErrDisk),
+// and tries the folder again every RetryEvery.
 func OpenQueue(o QueueOptions) (*Queue, OpenReport, error) {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 64 << 20
@@ -182,155 +200,314 @@ func OpenQueue(o QueueOptions) (*Queue, OpenReport, error) {
 		o.RetryEvery = 10 * time.Second
 	}
 	q := &Queue{o: o, lastSync: time.Now()}
-	var rep OpenReport
 	if o.Dir == "" {
 		q.degraded = true
-		q.failedAt = time.Now().Add(1 << 62) // never retry: there is no disk
-		return q, rep, nil
+		q.failedAt = time.Now().Add(1 << 62) // never retried: there is no folder
+		return q, OpenReport{}, nil
 	}
-	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
-		return nil, rep, fmt.Errorf("%w: %w", ErrDisk, err)
-	}
-	cur, err := os.OpenFile(filepath.Join(o.Dir, cursorName), os.O_RDWR|os.O_CREATE, 0o640)
+	rep, err := q.openDir()
 	if err != nil {
-		return nil, rep, fmt.Errorf("%w: %w", ErrDisk, err)
+		q.fail()
 	}
-	q.cursor = cur
+	return q, rep, err
+}
+
+// openRoot opens the queue's folder, creating it: inside o.Root when set,
+// refusing a path that leads out of it.
+func (q *Queue) openRoot() (*os.Root, error) {
+	if q.o.Root == "" {
+		if err := os.MkdirAll(q.o.Dir, 0o750); err != nil {
+			return nil, err
+		}
+		return os.OpenRoot(q.o.Dir)
+	}
+	rel, err := filepath.Rel(q.o.Root, q.o.Dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("%s is not inside the state folder %s", q.o.Dir, q.o.Root)
+	}
+	if err := os.MkdirAll(q.o.Root, 0o750); err != nil { // the state folder itself: edged's own
+		return nil, err
+	}
+	root, err := os.OpenRoot(q.o.Root)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(rel, 0o750); err != nil {
+		return nil, outside(err, q.o.Dir, q.o.Root)
+	}
+	r, err := root.OpenRoot(rel)
+	return r, outside(err, q.o.Dir, q.o.Root)
+}
+
+// outside names the refusal of a path that a symbolic link leads out of
+// the state folder.
+func outside(err error, path, root string) error {
+	if err != nil && strings.Contains(err.Error(), "escapes") {
+		return fmt.Errorf("%s leads out of the state folder %s (a symbolic link?); edged writes only inside it: %w", path, root, err)
+	}
+	return err
+}
+
+// openDir opens the folder and takes in what it holds: the cursor, the
+// seq file and the segments, merged with what the queue holds in memory
+// (a late open).
+func (q *Queue) openDir() (OpenReport, error) {
+	var rep OpenReport
+	wrap := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrDisk, q.o.Dir, err) }
+	root, err := q.openRoot()
+	if err != nil {
+		return rep, wrap(err)
+	}
+	var files []*os.File
+	fail := func(err error) (OpenReport, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		root.Close()
+		return rep, wrap(err)
+	}
+	cur, err := root.OpenFile(cursorName, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return fail(err)
+	}
+	files = append(files, cur)
+	seqf, err := root.OpenFile(seqName, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return fail(err)
+	}
+	files = append(files, seqf)
+	acked := readCursor(cur)
+	st, stOK := readSeqState(seqf)
+	rep.Acked, rep.LastSeq = acked, acked
+	rep.HighWater, rep.HighWaterKnown, rep.Clean = st.seq, stOK, stOK && st.clean
+	disk, err := recoverSegments(root, acked, &rep)
+	if err != nil {
+		return fail(err)
+	}
+	q.dir, q.cursor, q.seqf, q.seqGen, q.reserved = root, cur, seqf, st.gen, st.seq
+	q.merge(disk, acked)
+	q.lastSeq = max(q.lastSeq, rep.LastSeq, st.seq)
+	q.damaged += rep.Damaged
+	return rep, nil
+}
+
+func readCursor(f *os.File) uint64 {
 	var cb [12]byte
-	if n, _ := cur.ReadAt(cb[:], 0); n == 12 && crc32.Checksum(cb[:8], castagnoli) == binary.BigEndian.Uint32(cb[8:]) {
-		q.acked = binary.BigEndian.Uint64(cb[:])
+	if n, _ := f.ReadAt(cb[:], 0); n == 12 && crc32.Checksum(cb[:8], castagnoli) == binary.BigEndian.Uint32(cb[8:]) {
+		return binary.BigEndian.Uint64(cb[:])
 	}
-	rep.Acked, rep.LastSeq = q.acked, q.acked
-	names, err := filepath.Glob(filepath.Join(o.Dir, "*"+segSuffix))
+	return 0
+}
+
+func writeCursor(f *os.File, seq uint64) error {
+	var cb [12]byte
+	binary.BigEndian.PutUint64(cb[:], seq)
+	binary.BigEndian.PutUint32(cb[8:], crc32.Checksum(cb[:8], castagnoli))
+	_, err := f.WriteAt(cb[:], 0)
+	return err
+}
+
+// segmentNames lists the folder's segment files with the seq their name
+// gives, in seq order.
+func segmentNames(root *os.Root) ([]string, []uint64, error) {
+	d, err := root.Open(".")
 	if err != nil {
-		cur.Close()
-		return nil, rep, err
+		return nil, nil, err
+	}
+	ents, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), segSuffix) {
+			if _, err := strconv.ParseUint(strings.TrimSuffix(e.Name(), segSuffix), 10, 64); err == nil {
+				names = append(names, e.Name())
+			}
+		}
 	}
 	slices.Sort(names) // 20-digit names sort by seq
+	firsts := make([]uint64, len(names))
+	for i, n := range names {
+		firsts[i], _ = strconv.ParseUint(strings.TrimSuffix(n, segSuffix), 10, 64)
+	}
+	return names, firsts, nil
+}
+
+// recoverSegments walks every segment file: damage inside is stepped
+// over, a torn tail cut off, a segment with nothing intact or wholly
+// acknowledged removed.
+func recoverSegments(root *os.Root, acked uint64, rep *OpenReport) ([]*segment, error) {
+	names, firsts, err := segmentNames(root)
+	if err != nil {
+		return nil, err
+	}
+	var segs []*segment
 	var prev uint64
-	for _, name := range names {
-		s, trunc, err := recoverSegment(name, prev)
-		if err != nil {
-			q.closeFiles()
-			return nil, rep, fmt.Errorf("%w: %w", ErrDisk, err)
+	win := make([]byte, readAhead)
+	for i, name := range names {
+		limit := uint64(noLimit)
+		if i+1 < len(names) {
+			limit = firsts[i+1]
 		}
-		if trunc > 0 {
-			rep.Truncated += trunc
-			rep.Corrupt++
+		s, err := recoverSegment(root, name, max(prev, firsts[i]-min(firsts[i], 1)), limit, win, rep)
+		if err != nil {
+			for _, s := range segs {
+				s.f.Close()
+			}
+			return nil, err
 		}
 		if s == nil {
-			os.Remove(name)
+			root.Remove(name)
 			continue
 		}
 		prev = s.last
-		if s.last <= q.acked {
+		if s.last <= acked {
 			s.f.Close()
-			os.Remove(name)
+			root.Remove(name)
 			continue
 		}
-		q.segs = append(q.segs, s)
-		q.total += s.size
+		segs = append(segs, s)
 		rep.LastSeq = max(rep.LastSeq, s.last)
-	}
-	for _, s := range q.segs {
 		rep.Records += s.count
 	}
-	if len(q.segs) > 0 && q.segs[0].first <= q.acked {
+	if len(segs) > 0 && segs[0].first <= acked {
 		// Partly acknowledged: the reader skips to the cursor.
-		rep.Records -= int(q.acked - q.segs[0].first + 1)
+		rep.Records -= int(acked - segs[0].first + 1)
 	}
-	return q, rep, nil
+	return segs, nil
 }
 
-// recoverSegment scans a segment file, truncating it at the first damaged
-// frame or at a seq that does not grow. nil with no error: nothing valid.
-func recoverSegment(name string, prev uint64) (*segment, int64, error) {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+// recoverSegment scans one segment file for frames with seqs in
+// (prev, limit). nil with no error: nothing intact in it.
+func recoverSegment(root *os.Root, name string, prev, limit uint64, win []byte, rep *OpenReport) (*segment, error) {
+	f, err := root.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, err
+		return nil, err
 	}
-	s := &segment{path: name, f: f}
-	br := bufio.NewReaderSize(f, 64<<10)
-	var hdr [frameHeader]byte
-	var buf []byte
-	for {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			break
-		}
-		size := binary.BigEndian.Uint32(hdr[:])
-		if size > MaxPayload || s.size+frameHeader+int64(size) > st.Size() {
-			break
-		}
-		buf = append(append(buf[:0], hdr[:]...), make([]byte, size)...)
-		if _, err := io.ReadFull(br, buf[frameHeader:]); err != nil {
-			break
-		}
-		seq, _, n, err := ParseFrame(buf)
-		if err != nil || seq <= prev || (s.count > 0 && seq <= s.last) {
-			break
-		}
-		if s.count == 0 {
-			s.first = seq
-		}
-		s.last = seq
-		s.count++
-		s.size += int64(n)
+	res, err := newFrameReader(f, st.Size(), win).scan(prev, limit)
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	trunc := st.Size() - s.size
-	if trunc > 0 {
-		if err := f.Truncate(s.size); err != nil {
+	rep.Damaged += len(res.holes)
+	for _, h := range res.holes {
+		rep.DamagedBytes += h.end - h.off
+	}
+	if res.torn > 0 {
+		if err := f.Truncate(res.end); err != nil {
 			f.Close()
-			return nil, 0, err
+			return nil, err
+		}
+		rep.Truncated += res.torn
+		rep.Corrupt++
+	}
+	if res.count == 0 {
+		f.Close()
+		return nil, nil
+	}
+	if _, err := f.Seek(res.end, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &segment{first: res.first, last: res.last, count: res.count, size: res.end, path: name, f: f, holes: res.holes}, nil
+}
+
+// merge takes the folder's segments into the queue, in seq order with
+// those held in memory. The reader starts again from the cursor, lowered
+// below the first record in memory the broker has not acknowledged: a
+// late open can bring older records than those sent meanwhile (resent
+// ones are duplicates, as after any reconnect).
+func (q *Queue) merge(disk []*segment, ackedDisk uint64) {
+	cursor := ackedDisk
+	for _, s := range q.segs {
+		if s.last > q.acked {
+			cursor = min(cursor, max(s.first, q.acked+1)-1)
+			break
 		}
 	}
-	if s.count == 0 {
-		f.Close()
-		return nil, trunc, nil
+	q.segs = append(disk, q.segs...)
+	slices.SortStableFunc(q.segs, func(a, b *segment) int {
+		switch {
+		case a.first < b.first:
+			return -1
+		case a.first > b.first:
+			return 1
+		}
+		return 0
+	})
+	for _, s := range disk {
+		q.total += s.size
 	}
-	if _, err := f.Seek(s.size, io.SeekStart); err != nil {
-		f.Close()
-		return nil, 0, err
+	if q.appended || q.acked > 0 {
+		q.acked = cursor
+		writeCursor(q.cursor, cursor)
+	} else {
+		q.acked = ackedDisk
 	}
-	return s, trunc, nil
+	q.rseg = nil
+	q.rewinds++
 }
 
 // Append adds a frame for seq (which must grow) and drops the oldest
 // segments past the bound, returning how many unacknowledged records they
-// held. A disk failure keeps the record in memory, switches the queue to
-// memory until the disk works again, and returns an error wrapping
-// ErrDisk (once per failure).
+// held. A folder that fails keeps the record in memory, switches the
+// queue to memory until it works again, and returns an error wrapping
+// ErrDisk (at the failure and at each retry that fails). A payload longer
+// than MaxPayload is refused with ErrTooLarge.
 func (q *Queue) Append(seq uint64, payload []byte) (dropped int, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return 0, errors.New("mqttsink: queue closed")
 	}
-	q.fbuf = AppendFrame(q.fbuf[:0], seq, payload)
-	frame := q.fbuf
-	tail := q.tail()
-	if q.degraded && q.o.Dir != "" && time.Since(q.failedAt) >= q.o.RetryEvery {
-		tail = nil // try the disk again with a new segment
-		q.degraded = false
+	if len(payload) > MaxPayload {
+		return 0, fmt.Errorf("%w: seq %d is %d bytes; a queue frame carries at most %d", ErrTooLarge, seq, len(payload), MaxPayload)
 	}
+	if q.retryDue() {
+		err = q.tryDisk()
+	}
+	if !q.degraded {
+		if rerr := q.reserve(seq); rerr != nil {
+			err = fmt.Errorf("%w: %s: %s: %w", ErrDisk, q.o.Dir, seqName, rerr)
+			q.fail()
+		}
+	}
+	q.fbuf = AppendFrame(q.fbuf[:0], seq, payload)
+	if werr := q.appendFrame(seq, q.fbuf); werr != nil {
+		err = werr
+	}
+	q.lastSeq = max(q.lastSeq, seq)
+	q.appended = true
+	q.dirty = true
+	dropped = q.bound()
+	q.maybeSync()
+	return dropped, err
+}
+
+// appendFrame writes frame to the tail segment, starting a new one when
+// the tail is full or of the other kind (disk or memory) than the queue's
+// state; a failed write goes to memory.
+func (q *Queue) appendFrame(seq uint64, frame []byte) (err error) {
+	tail := q.tail()
 	if tail == nil || (tail.f == nil) != q.degraded || tail.size+int64(len(frame)) > q.o.SegmentBytes && tail.size > 0 {
 		tail, err = q.newSegment(seq)
 	}
 	if err == nil && tail.f != nil {
-		werr := error(nil)
-		if q.o.failWrite != nil {
-			werr = q.o.failWrite()
-		}
+		werr := q.writeCheck()
 		if werr == nil {
 			_, werr = tail.f.Write(frame)
 		}
 		if werr != nil {
 			tail.f.Truncate(tail.size) // no torn frame left behind
-			err = fmt.Errorf("%w: %s: %w", ErrDisk, tail.path, werr)
+			err = fmt.Errorf("%w: %s: %w", ErrDisk, filepath.Join(q.o.Dir, tail.path), werr)
 			q.fail()
 			tail, _ = q.newSegment(seq)
 		}
@@ -346,7 +523,12 @@ func (q *Queue) Append(seq uint64, payload []byte) (dropped int, err error) {
 	tail.count++
 	tail.size += int64(len(frame))
 	q.total += int64(len(frame))
-	q.dirty = true
+	return err
+}
+
+// bound drops the oldest segments past MaxBytes (and memory segments past
+// MemBytes), returning the unacknowledged records they held.
+func (q *Queue) bound() (dropped int) {
 	for len(q.segs) > 1 && (q.total > q.o.MaxBytes || q.memTotal > q.o.MemBytes) {
 		i := 0
 		if q.total <= q.o.MaxBytes {
@@ -359,8 +541,129 @@ func (q *Queue) Append(seq uint64, payload []byte) (dropped int, err error) {
 		dropped += q.unacked(q.segs[i])
 		q.remove(i)
 	}
-	q.maybeSync()
-	return dropped, err
+	return dropped
+}
+
+func (q *Queue) writeCheck() error {
+	if q.o.failWrite != nil {
+		return q.o.failWrite()
+	}
+	return nil
+}
+
+// reserve records in the seq file, before seq is queued, that seqs up to
+// seq+reserveBlock-1 may be in use.
+func (q *Queue) reserve(seq uint64) error {
+	if q.seqf == nil || seq <= q.reserved {
+		return nil
+	}
+	if err := q.writeCheck(); err != nil {
+		return err
+	}
+	st := seqState{seq: seq + reserveBlock - 1, written: time.Now(), gen: q.seqGen + 1}
+	if err := writeSeqState(q.seqf, st); err != nil {
+		return err
+	}
+	q.seqGen, q.reserved = st.gen, st.seq
+	return nil
+}
+
+func (q *Queue) retryDue() bool {
+	return q.degraded && q.o.Dir != "" && time.Since(q.failedAt) >= q.o.RetryEvery
+}
+
+// Retry tries a failed folder again when RetryEvery has passed since it
+// failed (the sink's writer calls it on a timer, so a queue that gets no
+// records is retried too). It returns the error of an attempt that
+// failed.
+func (q *Queue) Retry() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || !q.retryDue() {
+		return nil
+	}
+	return q.tryDisk()
+}
+
+// tryDisk opens the folder if it never could be, writes the segments held
+// in memory into it and records the seq; then the queue is on disk again.
+func (q *Queue) tryDisk() error {
+	if q.dir == nil {
+		rep, err := q.openDir()
+		if err != nil {
+			q.fail()
+			return err
+		}
+		rep.Late = true
+		q.late = &rep
+	}
+	for _, s := range q.segs {
+		if s.f == nil {
+			if err := q.persist(s); err != nil {
+				q.fail()
+				return fmt.Errorf("%w: %s: %w", ErrDisk, q.o.Dir, err)
+			}
+		}
+	}
+	if q.appended {
+		if err := q.reserve(q.lastSeq); err != nil {
+			q.fail()
+			return fmt.Errorf("%w: %s: %s: %w", ErrDisk, q.o.Dir, seqName, err)
+		}
+	}
+	q.degraded = false
+	return nil
+}
+
+// persist writes a memory segment into the folder; from then on it is a
+// disk segment. A segment file of the folder that starts at the same seq
+// (records of an earlier run with the same seqs: see docs/PROTOCOL.md)
+// leaves it in memory.
+func (q *Queue) persist(s *segment) error {
+	name := fmt.Sprintf("%020d%s", s.first, segSuffix)
+	f, err := q.dir.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := q.writeCheck(); err != nil {
+		f.Close()
+		q.dir.Remove(name)
+		return err
+	}
+	if _, err := f.Write(s.mem); err != nil {
+		f.Close()
+		q.dir.Remove(name)
+		return err
+	}
+	f.Sync()
+	q.memTotal -= s.size
+	s.f, s.path, s.mem = f, name, nil
+	return nil
+}
+
+// LateOpen hands out, once, the report of a folder opened after it had
+// failed: the sink announces it and keeps its seq above what it found.
+func (q *Queue) LateOpen() (OpenReport, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.late == nil {
+		return OpenReport{}, false
+	}
+	rep := *q.late
+	q.late = nil
+	return rep, true
+}
+
+// Rewinds counts the times the reader had to start again from Acked (a
+// late open brought older records); a reader that saw it change goes back
+// to Acked.
+func (q *Queue) Rewinds() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.rewinds
 }
 
 func (q *Queue) fail() {
@@ -380,19 +683,19 @@ func (q *Queue) tail() *segment {
 // error returned).
 func (q *Queue) newSegment(seq uint64) (*segment, error) {
 	var err error
-	if !q.degraded {
-		path := filepath.Join(q.o.Dir, fmt.Sprintf("%020d%s", seq, segSuffix))
+	if !q.degraded && q.dir != nil {
+		name := fmt.Sprintf("%020d%s", seq, segSuffix)
 		var f *os.File
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o640)
+		f, err = q.dir.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o640)
 		if err == nil {
 			if t := q.tail(); t != nil && t.f != nil {
 				t.f.Sync() // the previous segment is complete
 			}
-			s := &segment{path: path, f: f}
+			s := &segment{path: name, f: f}
 			q.segs = append(q.segs, s)
 			return s, nil
 		}
-		err = fmt.Errorf("%w: %w", ErrDisk, err)
+		err = fmt.Errorf("%w: %s: %w", ErrDisk, q.o.Dir, err)
 		q.fail()
 	}
 	s := &segment{}
@@ -418,7 +721,7 @@ func (q *Queue) remove(i int) {
 		q.memTotal -= s.size
 	} else {
 		s.f.Close()
-		os.Remove(s.path)
+		q.dir.Remove(s.path)
 	}
 	if q.rseg == s {
 		q.rseg = nil
@@ -426,9 +729,11 @@ func (q *Queue) remove(i int) {
 	q.segs = slices.Delete(q.segs, i, i+1)
 }
 
-// Next returns a copy of the first record after seq `after` (valid until
-// the next call), or ok=false when there is none yet. A record lost to
-// the bound is skipped: the gap shows in the seq numbers.
+// Next returns the first record after seq `after` (valid until the next
+// call), or ok=false when there is none yet. A record lost to the bound
+// is skipped: the gap shows in the seq numbers. Damage is stepped over
+// (counted in Stats().Damaged). err is always nil; it is kept for the
+// callers that check it.
 func (q *Queue) Next(after uint64) (seq uint64, payload []byte, ok bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -436,7 +741,7 @@ func (q *Queue) Next(after uint64) (seq uint64, payload []byte, ok bool, err err
 		q.rseg = nil
 		for _, s := range q.segs {
 			if s.last > after {
-				q.rseg, q.roff, q.rseq = s, 0, 0
+				q.seek(s)
 				break
 			}
 		}
@@ -446,21 +751,19 @@ func (q *Queue) Next(after uint64) (seq uint64, payload []byte, ok bool, err err
 	}
 	for {
 		s := q.rseg
+		q.rd.size = s.size
 		for q.roff < s.size {
-			var hdr [frameHeader]byte
-			if err := s.readAt(hdr[:], q.roff); err != nil {
-				return 0, nil, false, fmt.Errorf("mqttsink: read %s: %w", s.path, err)
+			if end, ok := s.holeAt(q.roff); ok {
+				q.roff = end
+				continue
 			}
-			size := int(binary.BigEndian.Uint32(hdr[:]))
-			q.rbuf = slices.Grow(q.rbuf[:0], frameHeader+size)[:frameHeader+size]
-			if err := s.readAt(q.rbuf, q.roff); err != nil {
-				return 0, nil, false, fmt.Errorf("mqttsink: read %s: %w", s.path, err)
-			}
-			seq, payload, n, err := ParseFrame(q.rbuf)
+			seq, payload, n, err := q.rd.frame(q.roff)
 			if err != nil {
-				return 0, nil, false, fmt.Errorf("%s at %d: %w", s.path, q.roff, err)
+				q.stepOver(s, err)
+				continue
 			}
 			q.roff += int64(n)
+			q.rprev = seq
 			if seq > after {
 				q.rseq = seq
 				return seq, payload, true, nil
@@ -471,8 +774,37 @@ func (q *Queue) Next(after uint64) (seq uint64, payload []byte, ok bool, err err
 			q.rseq = after
 			return 0, nil, false, nil
 		}
-		q.rseg, q.roff = q.segs[i+1], 0
+		q.seek(q.segs[i+1])
 	}
+}
+
+// seek puts the reader at the start of s.
+func (q *Queue) seek(s *segment) {
+	q.rseg, q.roff, q.rseq, q.rprev = s, 0, 0, 0
+	var win []byte
+	if q.rd != nil {
+		win = q.rd.buf
+	}
+	q.rd = newFrameReader(s, s.size, win)
+}
+
+// stepOver makes the damage the reader met at roff a hole, up to the next
+// intact frame (or the end of the segment when none follows, or when the
+// segment cannot be read there at all).
+func (q *Queue) stepOver(s *segment, err error) {
+	end := s.size
+	if errors.Is(err, ErrCorrupt) {
+		limit := uint64(noLimit)
+		if i := slices.Index(q.segs, s); i >= 0 && i+1 < len(q.segs) {
+			limit = q.segs[i+1].first
+		}
+		if next, ok := q.rd.resync(q.roff+1, q.rprev, limit); ok {
+			end = next
+		}
+	}
+	s.holes = append(s.holes, hole{q.roff, end})
+	q.damaged++
+	q.roff = end
 }
 
 // Ack records that the broker has every record up to seq: segments wholly
@@ -489,10 +821,7 @@ func (q *Queue) Ack(seq uint64) {
 		q.remove(0)
 	}
 	if q.cursor != nil {
-		var cb [12]byte
-		binary.BigEndian.PutUint64(cb[:], seq)
-		binary.BigEndian.PutUint32(cb[8:], crc32.Checksum(cb[:8], castagnoli))
-		q.cursor.WriteAt(cb[:], 0) // a failure only means duplicates after a restart
+		writeCursor(q.cursor, seq) // a failure only means duplicates after a restart
 	}
 	q.dirty = true
 	q.maybeSync()
@@ -529,14 +858,15 @@ type QueueStats struct {
 	Records  int   // unacknowledged records (approximate across gaps)
 	Bytes    int64 // frames held, disk and memory
 	MemBytes int64 // frames held in memory
-	Degraded bool  // appending to memory because the disk failed
+	Degraded bool  // appending to memory because the folder failed
+	Damaged  int   // records lost to damage in the folder's segments
 }
 
 // Stats reports what the queue holds.
 func (q *Queue) Stats() QueueStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := QueueStats{Bytes: q.total, MemBytes: q.memTotal, Degraded: q.degraded && q.o.Dir != ""}
+	st := QueueStats{Bytes: q.total, MemBytes: q.memTotal, Degraded: q.degraded && q.o.Dir != "", Damaged: q.damaged}
 	for _, s := range q.segs {
 		st.Records += q.unacked(s)
 	}
@@ -550,7 +880,8 @@ func (q *Queue) Acked() uint64 {
 	return q.acked
 }
 
-// Close fsyncs and closes the files; what is in memory is lost.
+// Close fsyncs, records the last seq queued in the seq file (a clean
+// stop) and closes the files; what is in memory is lost.
 func (q *Queue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -558,6 +889,9 @@ func (q *Queue) Close() error {
 		return nil
 	}
 	q.sync()
+	if q.seqf != nil && q.appended {
+		writeSeqState(q.seqf, seqState{seq: q.lastSeq, clean: true, written: time.Now(), gen: q.seqGen + 1})
+	}
 	q.closed = true
 	q.closeFiles()
 	return nil
@@ -569,7 +903,12 @@ func (q *Queue) closeFiles() {
 			s.f.Close()
 		}
 	}
-	if q.cursor != nil {
-		q.cursor.Close()
+	for _, f := range []*os.File{q.cursor, q.seqf} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if q.dir != nil {
+		q.dir.Close()
 	}
 }

@@ -62,7 +62,10 @@ type Options struct {
 	Password           []byte
 	TLS                *tls.Config // mqtts: nil = system roots
 	// Dir is the on-disk queue's folder; "" keeps the queue in memory.
-	Dir        string
+	Dir string
+	// Root, when set, is the state folder Dir lies in: the queue follows
+	// no symbolic link out of it.
+	Root       string
 	QueueLen   int   // records held in memory before the disk queue (default 1024)
 	QueueBytes int64 // the disk queue's bound (default 64 MiB)
 	// MemBytes bounds the queue in memory while the disk fails (default
@@ -81,6 +84,7 @@ type Options struct {
 
 	queueOptions QueueOptions                                             // tests
 	dialTCP      func(ctx context.Context, addr string) (net.Conn, error) // tests; nil = net.Dialer
+	clock        func() time.Time                                         // tests; nil = time.Now
 }
 
 // EventKind says what happened.
@@ -103,18 +107,25 @@ const (
 	// Refused: the broker refused a record (PUBACK reason code); it is
 	// dropped.
 	Refused
-	// QueueDegraded: the disk queue cannot be written (Err wraps ErrDisk);
-	// records are kept in memory only until it can.
+	// QueueDegraded: the disk queue cannot be written or opened (Err
+	// wraps ErrDisk); records are kept in memory only until it can, and
+	// the folder is tried again every 10 s.
 	QueueDegraded
-	// QueueRestored: the disk queue is written again.
+	// QueueRestored: the disk queue is written again (what was kept in
+	// memory meanwhile included).
 	QueueRestored
 )
+
+// EventStarted is the status event of the first record each run of a
+// sink sends (docs/PROTOCOL.md): its seq starts the run, and the seqs
+// between the previous run's last and it were never used.
+const EventStarted = "sink_started"
 
 // Event is something that happened to the sink.
 type Event struct {
 	Kind   EventKind
 	Err    error
-	Report OpenReport // QueueOpened
+	Report OpenReport // QueueOpened (Report.Late: after the folder had failed)
 }
 
 // Stats are the sink's counters.
@@ -123,14 +134,17 @@ type Stats struct {
 	Connects  uint64 // connections made
 	Sent      uint64 // records delivered (PUBACK for QoS 1, written for QoS 0)
 	// Dropped counts records lost: DroppedQueueFull (the memory ring or
-	// the disk queue's bound) and DroppedRefused (the broker refused).
-	Dropped, DroppedQueueFull, DroppedRefused uint64
+	// the disk queue's bound), DroppedRefused (the broker refused, or the
+	// record was too large to queue) and DroppedDamaged (damage in the
+	// queue's files).
+	Dropped, DroppedQueueFull, DroppedRefused, DroppedDamaged uint64
 	// Errors by reason: auth, tls, connect, publish, disk.
 	ErrAuth, ErrTLS, ErrConnect, ErrPublish, ErrDisk uint64
-	Queued                                           int   // records not yet acknowledged, memory and disk
-	QueueBytes                                       int64 // bytes of the disk queue (and memory while degraded)
-	Degraded                                         bool  // the disk queue cannot be written
-	Recovered                                        int   // records found in the disk queue at start
+	Queued                                           int    // records not yet acknowledged, memory and disk
+	QueueBytes                                       int64  // bytes of the disk queue (and memory while degraded)
+	Degraded                                         bool   // the disk queue cannot be written
+	Recovered                                        int    // records found in the disk queue (at start, or when it could be opened)
+	FirstSeq                                         uint64 // the seq this run started at (its sink_started record)
 	LastSeq                                          uint64
 	AckedSeq                                         uint64
 	Unpublished                                      int // records in the memory ring, not yet in the queue
@@ -187,7 +201,8 @@ type Sink struct {
 	connected                                        atomic.Bool
 	connects, sent, dropRing, dropDisk, dropRefused  atomic.Uint64
 	errAuth, errTLS, errConnect, errPublish, errDisk atomic.Uint64
-	recovered                                        int
+	recovered                                        atomic.Int64
+	firstSeq                                         uint64
 	openErr                                          error // the disk queue could not be opened
 }
 
@@ -196,9 +211,10 @@ func Expand(tmpl, device, sink, pipeline string) string {
 	return strings.NewReplacer("{device}", device, "{sink}", sink, "{pipeline}", pipeline).Replace(tmpl)
 }
 
-// New opens the disk queue (a folder that cannot be used makes the queue
-// memory-only, reported as QueueDegraded) and starts connecting; records
-// are accepted at once.
+// New opens the disk queue (a folder that cannot be used keeps the queue
+// in memory, reported as QueueDegraded, and is tried again every 10 s),
+// queues the run's sink_started record and starts connecting; records are
+// accepted at once.
 func New(o Options) (*Sink, error) {
 	if o.URL == nil {
 		return nil, errors.New("mqttsink: no broker URL")
@@ -242,19 +258,27 @@ func New(o Options) (*Sink, error) {
 		publishDone: make(chan struct{}),
 	}
 	qo := o.queueOptions
-	qo.Dir, qo.MaxBytes, qo.MemBytes = o.Dir, o.QueueBytes, o.MemBytes
+	qo.Dir, qo.Root, qo.MaxBytes, qo.MemBytes = o.Dir, o.Root, o.QueueBytes, o.MemBytes
 	q, rep, err := OpenQueue(qo)
 	if err != nil {
-		// The folder is unusable (read-only, full): memory only.
+		// The folder is unusable (read-only, full, not a folder): the
+		// queue runs in memory and tries it again every RetryEvery.
 		s.errDisk.Add(1)
 		s.openErr = err
 		s.event(Event{Kind: QueueDegraded, Err: err})
-		qo.Dir = ""
-		q, rep, _ = OpenQueue(qo)
 	} else if o.Dir != "" {
 		s.event(Event{Kind: QueueOpened, Report: rep})
 	}
-	s.q, s.seq, s.recovered = q, rep.LastSeq, rep.Records
+	s.q = q
+	s.recovered.Store(int64(rep.Records))
+	now := time.Now
+	if o.clock != nil {
+		now = o.clock
+	}
+	s.firstSeq = firstSeq(rep, now())
+	s.seq = s.firstSeq - 1
+	s.Publish(&stream.Record{Kind: stream.KindStatus, Event: EventStarted, Device: o.Device, Source: o.Name, Sink: o.Name, TNs: monoNow(),
+		Reason: startReason(o.Name, o.Dir, rep, err, s.firstSeq)})
 
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.retry.Policy = backoff.Policy{Min: o.BackoffMin, Max: o.BackoffMax, Reset: max(backoff.Restart.Reset, o.BackoffMax)}
@@ -323,8 +347,8 @@ func (s *Sink) SetStatusFunc(f func(event, reason string)) {
 	early := s.early
 	s.early = nil
 	s.statusMu.Unlock()
-	if s.openErr != nil {
-		f("sink_queue_degraded", fmt.Sprintf("mqtt sink %q: the on-disk queue cannot be opened (%v); records are kept in memory only (%d bytes at most) and lost on restart", s.o.Name, s.openErr, s.q.o.MemBytes))
+	if s.openErr != nil && s.q.Stats().Degraded {
+		f("sink_queue_degraded", fmt.Sprintf("mqtt sink %q: the on-disk queue cannot be opened (%v); records are kept in memory only (%d bytes at most, lost if edged stops meanwhile) and the folder is tried again every %v", s.o.Name, s.openErr, s.q.o.MemBytes, s.q.o.RetryEvery))
 	}
 	for _, e := range early {
 		f(e[0], e[1])
@@ -629,15 +653,26 @@ func (s *Sink) Publish(r *stream.Record) {
 	s.wake(s.wakeW)
 }
 
-// writer moves records from the memory ring to the disk queue.
+// writer moves records from the memory ring to the disk queue, and tries
+// a folder that failed again every RetryEvery even when no record comes.
 func (s *Sink) writer() {
 	defer close(s.writerDone)
 	var buf []byte
 	degraded := s.q.Stats().Degraded
+	retry := time.NewTicker(s.q.o.RetryEvery)
+	defer retry.Stop()
 	for {
 		select {
 		case <-s.wakeW:
 		case <-s.stopW:
+		case <-retry.C:
+			if degraded {
+				err := s.q.Retry()
+				if err != nil {
+					s.errDisk.Add(1)
+				}
+				s.noticeQueue(&degraded, err)
+			}
 		}
 		for {
 			s.mu.Lock()
@@ -653,19 +688,15 @@ func (s *Sink) writer() {
 			s.mu.Unlock()
 			dropped, err := s.q.Append(seq, buf)
 			s.dropDisk.Add(uint64(dropped))
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrTooLarge):
+				s.dropRefused.Add(1)
+				s.event(Event{Kind: Refused, Err: err})
+				err = nil
+			case err != nil:
 				s.errDisk.Add(1)
 			}
-			if d := s.q.Stats().Degraded; d != degraded {
-				degraded = d
-				if d {
-					s.event(Event{Kind: QueueDegraded, Err: err})
-					s.status("sink_queue_degraded", fmt.Sprintf("mqtt sink %q: the on-disk queue cannot be written (%v); records are kept in memory only (%d bytes at most) until it can", s.o.Name, err, s.q.o.MemBytes))
-				} else {
-					s.event(Event{Kind: QueueRestored})
-					s.status("sink_queue_restored", fmt.Sprintf("mqtt sink %q: the on-disk queue is written again", s.o.Name))
-				}
-			}
+			s.noticeQueue(&degraded, err)
 			s.wake(s.wakeP)
 		}
 		select {
@@ -679,6 +710,31 @@ func (s *Sink) writer() {
 		default:
 		}
 	}
+}
+
+// noticeQueue announces what changed in the queue: a folder opened late
+// (the seq goes on above what it holds), the queue falling back to memory
+// or going back to disk.
+func (s *Sink) noticeQueue(degraded *bool, err error) {
+	if rep, ok := s.q.LateOpen(); ok {
+		s.mu.Lock()
+		s.seq = max(s.seq, rep.LastSeq, rep.HighWater)
+		s.mu.Unlock()
+		s.recovered.Add(int64(rep.Records))
+		s.event(Event{Kind: QueueOpened, Report: rep})
+	}
+	d := s.q.Stats().Degraded
+	if d == *degraded {
+		return
+	}
+	*degraded = d
+	if d {
+		s.event(Event{Kind: QueueDegraded, Err: err})
+		s.status("sink_queue_degraded", fmt.Sprintf("mqtt sink %q: the on-disk queue cannot be written (%v); records are kept in memory only (%d bytes at most, lost if edged stops meanwhile) until it can; tried again every %v", s.o.Name, err, s.q.o.MemBytes, s.q.o.RetryEvery))
+		return
+	}
+	s.event(Event{Kind: QueueRestored})
+	s.status("sink_queue_restored", fmt.Sprintf("mqtt sink %q: the on-disk queue is written again, with the records kept in memory meanwhile", s.o.Name))
 }
 
 // publisher sends the disk queue in order, one record at a time, and
@@ -738,8 +794,12 @@ func (s *Sink) publishFailed(conn net.Conn, err error) {
 // drain publishes while the connection is up; it returns when the
 // connection is down or the sink stops.
 func (s *Sink) drain(cctx context.Context, conn net.Conn) {
-	pos := s.q.Acked()
+	pos, rewinds := s.q.Acked(), s.q.Rewinds()
 	for s.ctx.Err() == nil {
+		if r := s.q.Rewinds(); r != rewinds {
+			// A folder opened late brought older records: from the cursor.
+			pos, rewinds = s.q.Acked(), r
+		}
 		seq, payload, ok, err := s.q.Next(pos)
 		if err != nil {
 			// A record that cannot be read back is skipped.
@@ -858,12 +918,12 @@ func (s *Sink) Stats() Stats {
 	s.mu.Unlock()
 	st := Stats{
 		Connected: s.connected.Load(), Connects: s.connects.Load(), Sent: s.sent.Load(),
-		DroppedQueueFull: s.dropRing.Load() + s.dropDisk.Load(), DroppedRefused: s.dropRefused.Load(),
+		DroppedQueueFull: s.dropRing.Load() + s.dropDisk.Load(), DroppedRefused: s.dropRefused.Load(), DroppedDamaged: uint64(qs.Damaged),
 		ErrAuth: s.errAuth.Load(), ErrTLS: s.errTLS.Load(), ErrConnect: s.errConnect.Load(), ErrPublish: s.errPublish.Load(), ErrDisk: s.errDisk.Load(),
-		Queued: qs.Records + n, QueueBytes: qs.Bytes, Degraded: qs.Degraded, Recovered: s.recovered,
+		Queued: qs.Records + n, QueueBytes: qs.Bytes, Degraded: qs.Degraded, Recovered: int(s.recovered.Load()), FirstSeq: s.firstSeq,
 		LastSeq: last, AckedSeq: s.q.Acked(), Unpublished: n,
 	}
-	st.Dropped = st.DroppedQueueFull + st.DroppedRefused
+	st.Dropped = st.DroppedQueueFull + st.DroppedRefused + st.DroppedDamaged
 	return st
 }
 
