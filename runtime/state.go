@@ -102,10 +102,17 @@ func newLastGood(dir string, log *slog.Logger, maxBytes int64) *lastGood {
 	return &lastGood{root: dir, dir: filepath.Join(dir, "last-good"), log: log, maxBytes: maxBytes, pending: map[string]saveJob{}, wake: make(chan struct{}, 1)}
 }
 
-// start runs the writer goroutine until stop.
+// start runs the writer goroutine until stop, after removing the
+// temporaries a killed edged left in the folder.
 func (l *lastGood) start() {
 	if l.cancel != nil {
 		return
+	}
+	if dir, err := l.open(false); err == nil {
+		if gone, _ := atomicfile.RemoveStaleIn(dir); len(gone) > 0 {
+			l.log.Info("removed temporaries left by an edged stopped while writing a last-good copy", "dir", l.dir, "files", gone)
+		}
+		dir.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.stopped = cancel, make(chan struct{})
@@ -177,6 +184,39 @@ func (l *lastGood) path(model string) (string, error) {
 	return p, nil
 }
 
+// open opens last-good/ inside the state folder (creating both when
+// create is set) as an os.Root: nothing read or written there, and not
+// the folder itself, may lead out of the state folder through a symbolic
+// link.
+func (l *lastGood) open(create bool) (*os.Root, error) {
+	if create {
+		if err := os.MkdirAll(l.root, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	state, err := os.OpenRoot(l.root)
+	if err != nil {
+		return nil, err
+	}
+	defer state.Close()
+	if create {
+		if err := state.MkdirAll("last-good", 0o750); err != nil {
+			return nil, outsideState(err, l.dir, l.root)
+		}
+	}
+	dir, err := state.OpenRoot("last-good")
+	return dir, outsideState(err, l.dir, l.root)
+}
+
+// outsideState names the refusal of a path a symbolic link leads out of
+// the state folder.
+func outsideState(err error, path, root string) error {
+	if err != nil && strings.Contains(err.Error(), "escapes") {
+		return fmt.Errorf("%s leads out of the state folder %s (a symbolic link?); edged reads and writes only inside it: %w", path, root, err)
+	}
+	return err
+}
+
 // absPath is the model file's path as a copy records it.
 func absPath(p string) string {
 	if a, err := filepath.Abs(p); err == nil {
@@ -194,7 +234,12 @@ func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) 
 		return false, err
 	}
 	hdr := lastGoodHeader{Model: j.model, Path: absPath(j.path), SHA256: hex.EncodeToString(j.sha[:])}
-	if l.current(dst, hdr) {
+	dir, err := l.open(true)
+	if err != nil {
+		return false, err
+	}
+	defer dir.Close()
+	if l.current(dir, dst, hdr) {
 		return false, nil
 	}
 	f, st, err := regfile.Open(j.path, regfile.NoLimit)
@@ -235,10 +280,7 @@ func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) 
 	if failpoint(ctx, "state/write") {
 		return false, fmt.Errorf("write %s: %w (failpoint state/write)", dst, syscall.ENOSPC)
 	}
-	if err := os.MkdirAll(l.dir, 0o750); err != nil {
-		return false, err
-	}
-	if err := atomicfile.Write(dst, buf, 0o600); err != nil {
+	if err := atomicfile.WriteIn(dir, filepath.Base(dst), buf, 0o600); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -246,8 +288,8 @@ func (l *lastGood) save(ctx context.Context, j saveJob) (wrote bool, err error) 
 
 // current reports whether the copy at p already holds want's model, file
 // and content (hashed as it streams by, not read into memory).
-func (l *lastGood) current(p string, want lastGoodHeader) bool {
-	f, _, err := regfile.Open(p, regfile.NoLimit)
+func (l *lastGood) current(dir *os.Root, p string, want lastGoodHeader) bool {
+	f, _, err := regfile.OpenIn(dir, filepath.Base(p), regfile.NoLimit)
 	if err != nil {
 		return false
 	}
@@ -297,7 +339,12 @@ func (l *lastGood) load(model, path string) ([]byte, [32]byte, error) {
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
-	f, st, err := regfile.Open(p, regfile.NoLimit)
+	dir, err := l.open(false)
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	defer dir.Close()
+	f, st, err := regfile.OpenIn(dir, filepath.Base(p), regfile.NoLimit)
 	if err != nil {
 		return nil, [32]byte{}, err
 	}

@@ -85,6 +85,8 @@ func (d *Device) Compile(src string, o CompileOptions) (*PTX, error) {
 	p := &PTX{Arch: arch, Key: key}
 	var path string
 	if o.CacheDir != "" {
+		// Temporaries of a process killed while writing an entry.
+		atomicfile.RemoveStale(o.CacheDir)
 		path = filepath.Join(o.CacheDir, key+".ptx")
 		// Through regfile: a cache entry is small, and a FIFO or a
 		// device put in the cache folder must not hang the compile.

@@ -148,11 +148,11 @@ func TestCheckJudgesTheSocketAsRun(t *testing.T) {
 
 	// ... and without it: no one makes the socket for edged.
 	out, errOut, code = runAs(t, cred, bin, "/", append(env, "SYSTEMD_UNIT_PATH="+t.TempDir()), "check", "-config", cfg)
-	if code != 78 || !strings.Contains(out, "FAIL  sink local: stream: socket directory /run/edged: ") {
+	if code != 78 || !strings.Contains(out, "FAIL  sink local: stream: no folder for the socket: /run/edged does not exist") {
 		t.Errorf("check of the packaged configuration without the unit, as %s: exit %d, want 78:\n%s%s", who, code, out, errOut)
 	}
 	_, errOut, code = runAs(t, cred, bin, "/", env, "run", "-config", cfg)
-	if code != 78 || !strings.Contains(errOut, "socket directory /run/edged: ") {
+	if code != 78 || !strings.Contains(errOut, "/run/edged does not exist (socket /run/edged/edged.sock); edged creates no folder outside its own") {
 		t.Errorf("run of the packaged configuration without socket activation, as %s: exit %d, want 78:\n%s", who, code, errOut)
 	}
 }

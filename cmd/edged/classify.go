@@ -32,7 +32,7 @@ func sinkError(s *config.Sink, err error) error {
 	var unknownGroup user.UnknownGroupError
 	switch {
 	case s.Kind == "mqtt",
-		errors.Is(err, stream.ErrNotSocket), errors.Is(err, stream.ErrSocketPath), errors.As(err, &unknownGroup),
+		errors.Is(err, stream.ErrNotSocket), errors.Is(err, stream.ErrSocketPath), errors.Is(err, stream.ErrNoFolder), errors.As(err, &unknownGroup),
 		errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}

@@ -48,6 +48,8 @@ func cmdDemoModel(_ context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "edged demo-model: %v\n", err)
 		return exitFailure
 	}
+	// A temporary of an earlier run that was killed while writing.
+	atomicfile.RemoveStale(filepath.Dir(*out), filepath.Base(*out))
 	if err := atomicfile.Write(*out, data, 0o644); err != nil {
 		fmt.Fprintf(stderr, "edged demo-model: %v\n", err)
 		return exitFailure

@@ -110,28 +110,48 @@ func (w *wiring) gpuPreprocess(o preprocess.Options, c *config.Config) (edruntim
 	if place == nil || place.Device == nil {
 		return nil, fmt.Errorf("%w: memory strategy %q (%s)", preprocess.ErrNoGPU, placeStrategy(place), placeReason(place))
 	}
-	g, err := preprocess.NewGPU(o, preprocess.GPUOptions{Placement: place, CacheDir: kernelCacheDir(c),
+	cache, err := kernelCacheDir(c)
+	if err != nil {
+		w.log.Warn("no kernel cache: the preprocessing kernels are compiled at every start", "err", err)
+	}
+	g, err := preprocess.NewGPU(o, preprocess.GPUOptions{Placement: place, CacheDir: cache,
 		NVRTC: libPath(c, c.GPU.NVRTCLibrary), ReadInPlacePinned: o.Filter != preprocess.Area})
 	if err != nil {
 		return nil, err
 	}
 	if ptx := g.PTX(); !ptx.FromCache {
-		w.log.Info("preprocessing kernels compiled", "nvrtc", ptx.NVRTC, "arch", ptx.Arch, "cache", kernelCacheDir(c), "cache_err", ptx.CacheErr)
+		w.log.Info("preprocessing kernels compiled", "nvrtc", ptx.NVRTC, "arch", ptx.Arch, "cache", cache, "cache_err", ptx.CacheErr)
 	}
 	return g, nil
 }
 
-func kernelCacheDir(c *config.Config) string {
+// kernelCacheDir is where compiled kernels are kept: systemd's
+// CacheDirectory, else state_dir/nvrtc (made inside the state folder,
+// refused when a symbolic link leads it out), else the user's cache
+// folder.
+func kernelCacheDir(c *config.Config) (string, error) {
 	if d := os.Getenv("CACHE_DIRECTORY"); d != "" {
-		return filepath.Join(strings.Split(d, ":")[0], "nvrtc")
+		return filepath.Join(strings.Split(d, ":")[0], "nvrtc"), nil
 	}
 	if c.Daemon.StateDir != "" {
-		return filepath.Join(c.Resolve(c.Daemon.StateDir), "nvrtc")
+		state := c.Resolve(c.Daemon.StateDir)
+		if err := os.MkdirAll(state, 0o750); err != nil {
+			return "", err
+		}
+		root, err := os.OpenRoot(state)
+		if err != nil {
+			return "", err
+		}
+		defer root.Close()
+		if err := root.MkdirAll("nvrtc", 0o750); err != nil {
+			return "", fmt.Errorf("%s/nvrtc: %w (a symbolic link out of the state folder is refused)", state, err)
+		}
+		return filepath.Join(state, "nvrtc"), nil
 	}
 	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "edged", "nvrtc")
+		return filepath.Join(d, "edged", "nvrtc"), nil
 	}
-	return ""
+	return "", nil
 }
 
 func placeStrategy(p *umem.Placement) string {

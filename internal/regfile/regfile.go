@@ -63,6 +63,34 @@ func Open(path string, limit int64) (*os.File, fs.FileInfo, error) {
 	return f, st, nil
 }
 
+// OpenIn is Open of name inside root: no path, symbolic link included,
+// may lead out of root.
+func OpenIn(root *os.Root, name string, limit int64) (*os.File, fs.FileInfo, error) {
+	path := root.Name() + string(os.PathSeparator) + name
+	if st, err := root.Stat(name); err != nil {
+		return nil, nil, err
+	} else if err := check(path, st, limit); err != nil {
+		return nil, nil, err
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = check(path, st, limit)
+	}
+	if err == nil {
+		// Regular files ignore O_NONBLOCK; cleared as Open does.
+		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
 // ReadFile reads the whole regular file at path, as Open checks it, and
 // refuses it with ErrTooLarge if it holds more than limit bytes when read
 // (it may grow after the check).

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
+
+	"github.com/edged-dev/edged/internal/atomicfile"
 )
 
 // Socket set-up errors.
@@ -23,6 +25,9 @@ var (
 	ErrInUse = errors.New("stream: socket in use")
 	// ErrNotSocket means the socket path exists and is not a socket.
 	ErrNotSocket = errors.New("stream: path exists and is not a socket")
+	// ErrNoFolder means the socket path's folder does not exist (or is
+	// not a folder): edged creates no folder outside its own.
+	ErrNoFolder = errors.New("stream: no folder for the socket")
 	// ErrSocketPath means the socket path cannot hold a Unix socket
 	// (empty, or longer than a socket address allows).
 	ErrSocketPath = errors.New("stream: unusable socket path")
@@ -92,18 +97,17 @@ func listenUnix(path string, mode os.FileMode, gid int) (*net.UnixListener, file
 	if err := checkPathLength(path); err != nil {
 		return nil, fileID{}, err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fileID{}, fmt.Errorf("stream: socket directory %s: %w", dir, err)
+	if err := checkFolder(path, filepath.Dir(path)); err != nil {
+		return nil, fileID{}, err
 	}
 	if err := checkStale(path); err != nil {
 		return nil, fileID{}, err
 	}
-	ln, tmp, err := bindPrivate(path, mode, gid)
+	ln, tmp, release, err := bindPrivate(path, mode, gid)
 	if err != nil {
 		return nil, fileID{}, err
 	}
-	defer os.RemoveAll(filepath.Dir(tmp))
+	defer release()
 	fail := func(err error) (*net.UnixListener, fileID, error) {
 		ln.Close()
 		return nil, fileID{}, err
@@ -118,23 +122,45 @@ func listenUnix(path string, mode os.FileMode, gid int) (*net.UnixListener, file
 	return ln, id, nil
 }
 
+// bindPrefix names the private folder a socket is bound in before it is
+// renamed into place.
+const bindPrefix = ".edged-"
+
+// checkFolder refuses a socket whose folder is missing or not a folder:
+// creating it (as root, somewhere under /run or /tmp) is for the one who
+// chose the path, not for edged.
+func checkFolder(path, dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist (socket %s); edged creates no folder outside its own: create it (for the service, systemd's RuntimeDirectory= or a tmpfiles.d entry; the shipped edged.socket makes /run/edged), or choose a path in a folder that exists", ErrNoFolder, dir, path)
+	case err != nil:
+		return fmt.Errorf("stream: socket %s: folder %s: %w", path, dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: socket %s: %s is %s, not a folder; choose another socket path", ErrNoFolder, path, dir, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
 // bindPrivate binds a listener for path inside a fresh 0700 directory
-// next to it, with mode and group (gid -1: left alone) set, and returns
-// it and its temporary name; the caller renames it into place and removes
-// the directory.
-func bindPrivate(path string, mode os.FileMode, gid int) (*net.UnixListener, string, error) {
+// next to it (locked while it exists: one a killed edged left is removed
+// here first), with mode and group (gid -1: left alone) set, and returns
+// it, its temporary name and release, which removes the directory; the
+// caller renames the socket into place, then releases.
+func bindPrivate(path string, mode os.FileMode, gid int) (*net.UnixListener, string, func(), error) {
 	dir := filepath.Dir(path)
-	tmpDir, err := os.MkdirTemp(dir, ".edged-")
+	atomicfile.RemoveStaleDirs(dir, bindPrefix)
+	tmpDir, release, err := atomicfile.TempDir(dir, bindPrefix)
 	if err != nil {
-		return nil, "", fmt.Errorf("stream: socket %s: creating a private directory in %s: %w (the daemon needs write access to it)", path, dir, err)
+		return nil, "", nil, fmt.Errorf("stream: socket %s: creating a private directory in %s: %w (the daemon needs write access to it)", path, dir, err)
 	}
 	tmp := filepath.Join(tmpDir, "s")
-	fail := func(ln *net.UnixListener, err error) (*net.UnixListener, string, error) {
+	fail := func(ln *net.UnixListener, err error) (*net.UnixListener, string, func(), error) {
 		if ln != nil {
 			ln.Close()
 		}
-		os.RemoveAll(tmpDir)
-		return nil, "", err
+		release()
+		return nil, "", nil, err
 	}
 	if len(tmp) > maxSocketPath {
 		return fail(nil, fmt.Errorf("%w: socket path %s is too long to bind safely (the temporary name %s exceeds %d bytes); choose a shorter path", ErrSocketPath, path, tmp, maxSocketPath))
@@ -152,12 +178,12 @@ func bindPrivate(path string, mode os.FileMode, gid int) (*net.UnixListener, str
 			return fail(ln, fmt.Errorf("stream: socket %s: setting group %d: %w (the daemon's user must be a member of that group, or run as root)", path, gid, err))
 		}
 	}
-	return ln, tmp, nil
+	return ln, tmp, release, nil
 }
 
 // ProbeSocket does what NewSocket does to make the socket of opts, as this
-// process's user, and undoes it: it resolves the group, makes the missing
-// folders, refuses a path in use, binds in a private folder beside the
+// process's user, and undoes it: it resolves the group, refuses a missing
+// folder (run creates none), refuses a path in use, binds in a private folder beside the
 // path with the mode and group set, then removes everything it made. The
 // path itself is not touched (a stale socket there is left for NewSocket
 // to replace), and a live socket is recognised from /proc/net/unix
@@ -174,11 +200,8 @@ func ProbeSocket(opts SocketOptions) error {
 	if err := checkPathLength(opts.Path); err != nil {
 		return err
 	}
-	dir := filepath.Dir(opts.Path)
-	made, err := mkdirAllUndo(dir)
-	defer made()
-	if err != nil {
-		return fmt.Errorf("stream: socket directory %s: %w", dir, err)
+	if err := checkFolder(opts.Path, filepath.Dir(opts.Path)); err != nil {
+		return err
 	}
 	if listening(opts.Path) {
 		return fmt.Errorf("%w: another process is listening on %s (is edged already running?); stop it or choose another socket path", ErrInUse, opts.Path)
@@ -186,30 +209,13 @@ func ProbeSocket(opts SocketOptions) error {
 	if err := checkStale(opts.Path); err != nil {
 		return err
 	}
-	ln, tmp, err := bindPrivate(opts.Path, opts.Mode, gid)
+	ln, _, release, err := bindPrivate(opts.Path, opts.Mode, gid)
 	if err != nil {
 		return err
 	}
 	ln.Close()
-	return os.RemoveAll(filepath.Dir(tmp))
-}
-
-// mkdirAllUndo makes dir and its missing parents, and returns a function
-// that removes the ones it made.
-func mkdirAllUndo(dir string) (undo func(), err error) {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		missing = append(missing, d)
-	}
-	undo = func() {
-		for _, d := range missing {
-			os.Remove(d) // deepest first; fails, harmlessly, on one that is not empty
-		}
-	}
-	return undo, os.MkdirAll(dir, 0o755)
+	release()
+	return nil
 }
 
 // listening reports whether /proc/net/unix lists a listening socket bound

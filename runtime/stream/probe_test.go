@@ -14,18 +14,19 @@ import (
 )
 
 // TestProbeSocket: edged check's socket probe does what NewSocket does
-// and undoes it. Folders it had to make are gone after it, a path
-// another process listens on is refused without a connection to it, a
-// stale socket file is left alone, an unknown group and a path through a
-// file are refused, and NewSocket then works where the probe passed.
+// and undoes it. A missing folder is refused as NewSocket refuses it
+// (ErrNoFolder: edged makes no folder outside its own) and not made, a
+// path another process listens on is refused without a connection to it,
+// a stale socket file is left alone, an unknown group and a path through
+// a file are refused, and NewSocket then works where the probe passed.
 func TestProbeSocket(t *testing.T) {
 	dir := t.TempDir()
 	deep := filepath.Join(dir, "a", "b", "edged.sock")
-	if err := ProbeSocket(SocketOptions{Path: deep}); err != nil {
-		t.Fatalf("probe in missing folders: %v", err)
+	if err := ProbeSocket(SocketOptions{Path: deep}); !errors.Is(err, ErrNoFolder) {
+		t.Fatalf("probe in missing folders: %v, want ErrNoFolder", err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "a")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the probe left the folders it made: %v", err)
+		t.Errorf("the probe made the missing folders: %v", err)
 	}
 
 	live := filepath.Join(dir, "live.sock")
@@ -91,6 +92,13 @@ func TestProbeSocket(t *testing.T) {
 		if err := ProbeSocket(SocketOptions{Path: filepath.Join(ro, "x.sock")}); err == nil || !strings.Contains(err.Error(), "permission denied") {
 			t.Errorf("a folder this user cannot write: %v", err)
 		}
+	}
+	if _, err := NewSocket(SocketOptions{Path: deep}); !errors.Is(err, ErrNoFolder) {
+		t.Fatalf("NewSocket where the probe refused a missing folder: %v", err)
+	}
+	os.MkdirAll(filepath.Dir(deep), 0o755)
+	if err := ProbeSocket(SocketOptions{Path: deep}); err != nil {
+		t.Fatalf("probe once the folder is there: %v", err)
 	}
 	s, err := NewSocket(SocketOptions{Path: deep})
 	if err != nil {
