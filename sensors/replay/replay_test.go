@@ -216,7 +216,7 @@ func TestRecordedPace(t *testing.T) {
 	path, _ := record(t, 6, 20, sensors.GREY)
 	s, _ := startReplay(t, Options{Name: "rp", Path: path}, 2, 64*48)
 	start := time.Now()
-	var last int64
+	var last, first int64
 	for i := 0; i < 6; i++ {
 		f := next(t, s)
 		if f.TCapture <= last {
@@ -227,8 +227,14 @@ func TestRecordedPace(t *testing.T) {
 		if f.TReady < f.TCapture || f.TReady-f.TCapture > int64(10*time.Millisecond) {
 			t.Fatalf("frame %d: fill from %d to %d", i, f.TCapture, f.TReady)
 		}
-		if i > 0 && f.TCapture-last < int64(15*time.Millisecond) {
-			t.Fatalf("frame %d: %v after the previous one, recorded 20 ms", i, time.Duration(f.TCapture-last))
+		// Never ahead of the recorded schedule. (A frame may follow the
+		// one before it at once when that one was late: a consumer that
+		// fell behind gets no burst, the schedule starts again from it, so
+		// it only moves later; a loaded machine does that.)
+		if i == 0 {
+			first = f.TCapture
+		} else if ahead := first + int64(i)*int64(20*time.Millisecond) - f.TCapture; ahead > int64(5*time.Millisecond) {
+			t.Fatalf("frame %d: %v ahead of the recorded pace (%v after the previous one)", i, time.Duration(ahead), time.Duration(f.TCapture-last))
 		}
 		last = f.TCapture
 		f.Slot.Release()
