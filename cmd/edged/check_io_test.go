@@ -32,6 +32,12 @@ func serviceUser(t *testing.T) (cred *syscall.Credential, name string) {
 	if os.Geteuid() != 0 {
 		return nil, userName()
 	}
+	if os.Getenv("EDGED_EXEC_WRAPPER") != "" {
+		// .ci/qemu-exec gives ONNX Runtime its ARM /proc/cpuinfo only when
+		// it runs as root; as another user it withholds the library, and
+		// these tests need it. The native run covers them.
+		t.Skip("under an exec wrapper (qemu) a program run as another user gets no ONNX Runtime")
+	}
 	u, err := user.Lookup("nobody")
 	if err != nil {
 		t.Skipf("running as root with no user nobody to run edged as: %v", err)

@@ -17,12 +17,19 @@ type Client struct {
 	dec  *Decoder
 	ctx  context.Context
 	stop func() bool
+	// awaitSub: a subscription was sent and its "subscribed" reply has not
+	// come yet; records before it were queued for the connection's
+	// default subscription (all pipelines) and are not returned.
+	awaitSub bool
 
 	closeOnce sync.Once
 }
 
 // Dial connects to the socket at path. If sub is not nil its subscribe
-// request is sent first. The connection is closed when ctx is done, which
+// request is sent first, and Next returns nothing before the daemon's
+// "subscribed" reply (records published between the connect and the
+// request reaching the daemon went to the default subscription, every
+// pipeline) except error records. The connection is closed when ctx is done, which
 // makes a blocked Next return ctx's error.
 func Dial(ctx context.Context, path string, sub *Subscription) (*Client, error) {
 	var d net.Dialer
@@ -33,6 +40,7 @@ func Dial(ctx context.Context, path string, sub *Subscription) (*Client, error) 
 	uc := c.(*net.UnixConn)
 	cl := &Client{conn: uc, ctx: ctx, dec: NewDecoder(uc, DecoderOptions{Framing: FramingAuto, FromStart: true})}
 	if sub != nil {
+		cl.awaitSub = true
 		if err := cl.send(sub.appendRequest(nil)); err != nil {
 			err = cl.refusal(err)
 			uc.Close()
@@ -66,7 +74,7 @@ func (c *Client) refusal(err error) error {
 func (c *Client) Next(m *Message) error {
 	var missed uint64
 	err := c.dec.Next(m)
-	for err == nil && m.Rec.Type == "status" && m.Rec.Event == EventKeepalive {
+	for err == nil && c.skip(m) {
 		missed += m.Missed
 		err = c.dec.Next(m)
 	}
@@ -82,6 +90,22 @@ func (c *Client) Next(m *Message) error {
 		return io.EOF
 	}
 	return err
+}
+
+// skip reports whether Next passes over m: a keepalive, or a record that
+// came before the reply to Dial's subscription.
+func (c *Client) skip(m *Message) bool {
+	if m.Rec.Type == "status" && m.Rec.Event == EventKeepalive {
+		return true
+	}
+	if !c.awaitSub || m.Rec.Type == "error" {
+		return false
+	}
+	if m.Rec.Type == "status" && m.Rec.Event == "subscribed" {
+		c.awaitSub = false
+		return false
+	}
+	return true
 }
 
 // Stats returns the decoder's counts (records, seq gaps).

@@ -42,6 +42,9 @@ func TestTelemetryOff(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTelemetryOff$", "-test.count=1")
+	if w := os.Getenv("EDGED_EXEC_WRAPPER"); w != "" { // make test-arm64: the child is an arm64 file too
+		cmd = exec.Command(w, os.Args[0], "-test.run=^TestTelemetryOff$", "-test.count=1")
+	}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if _, ours := dirs[k]; ours || slices.Contains(CIVariables, k) || k == EnvDisableTelemetry || k == "ORT_RUNNING_UNIT_TESTS" {
