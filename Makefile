@@ -268,14 +268,17 @@ bench-compare: $(if $(filter 1,$(BENCH_BUILD)),build bench-tools) ## edged vs a 
 	$(BIN)/benchcmp -inputs $(BENCH_INPUTS) -edged $(BIN)/edged $(BENCH_ARGS)
 
 # The soak of issue 10 (docs/OPERATIONS.md, fault 24; bench/cmd/soak/doc.go):
-# bin/edged under model, SIGHUP, reload, client and pty churn for
-# SOAK_DURATION; fails unless RSS, fds and goroutines stay flat and every
-# churn step gets its answer. SOAK_ARGS go to bin/soak (bin/soak -h).
+# bin/edged under model, SIGHUP, reload, client and pty churn, an MQTT
+# broker stopped and started again and a replayed recording replaced under
+# it, for SOAK_DURATION; fails unless RSS, fds and goroutines stay flat,
+# every churn step gets its answer and every MQTT record arrives. Needs
+# mosquitto (SOAK_ARGS=-mqtt=false without). SOAK_ARGS go to bin/soak
+# (bin/soak -h).
 SOAK_DURATION ?= 10m
 SOAK_ARGS ?=
 SOAK_OUT ?= $(BIN)/soak-report/$(shell date -u +%Y%m%dT%H%M%SZ)
 
-soak: build ## edged under reload, SIGHUP, client and pty churn for SOAK_DURATION (10m); fails unless RSS, fds, goroutines stay flat
+soak: build ## edged under reload, SIGHUP, client, pty, MQTT broker and recording churn for SOAK_DURATION (10m); fails unless RSS, fds, goroutines stay flat
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/soak ./bench/cmd/soak
 	@rc=0; $(BIN)/soak -edged $(BIN)/edged -duration $(SOAK_DURATION) -out $(SOAK_OUT) $(SOAK_ARGS) || rc=$$?; \
 		echo "soak report: $(SOAK_OUT)/ (summary.txt, soak.png, samples.csv, edged.log)"; exit $$rc

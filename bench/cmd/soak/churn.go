@@ -362,6 +362,13 @@ func (s *soak) count(k string) {
 	s.mu.Unlock()
 }
 
+// addValue keeps a number for the summary (median, max) under k.
+func (s *soak) addValue(k string, v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.times[k] = append(s.times[k], v)
+}
+
 func (s *soak) addTime(k string, d time.Duration) {
 	s.mu.Lock()
 	s.times[k] = append(s.times[k], d.Seconds())

@@ -7,8 +7,10 @@
 // file (variants 0..7 written by `edged demo-model`), a serial IMU (CSV at
 // 200 Hz) on a pty attached to every result, a socket sink and a serial
 // sink on a second pty, /metrics on a free loopback port and a state
-// folder. It starts `edged run` on it, waits for /readyz, and then, for
-// -duration, runs concurrently:
+// folder; an MQTT sink to a Mosquitto it starts on loopback (-mqtt,
+// needs Debian's mosquitto), and a second pipeline replaying a recording
+// in a loop (-replay). It starts `edged run` on it, waits for /readyz,
+// and then, for -duration, runs concurrently:
 //
 //   - model churn: a variant renamed into place every -model-every (3 s),
 //     each different from the one serving; it must serve results within
@@ -31,7 +33,21 @@
 //     new pty is plugged in behind the same symlink 1-3 s later, and
 //     edged must use it again within 20 s (sensor: edged_source_up 1 and
 //     a result carrying a sample; sink: edged_serial_up 1 and a frame
-//     decoded from the new pty).
+//     decoded from the new pty);
+//   - broker restarts: the Mosquitto is stopped for -broker-down (5 s)
+//     every -broker-every (60 s); edged must be connected again
+//     (edged_sink_connected 1) within 30 s of its return. A subscriber
+//     with a persistent session takes every record; at the end every seq
+//     from the run's sink_started to the last one delivered must have
+//     arrived (duplicates allowed: at least once), unless edged counted
+//     it dropped;
+//   - the replayed recording replaced under edged every -replay-every
+//     (40 s), in turn: a new recording of the same size renamed over it,
+//     the same size written over it in place, another frame size written
+//     over it in place (then the right size renamed back). After a
+//     same-size replacement a result of the replay pipeline must follow
+//     within 20 s; after any, the replay source may restart at most 30
+//     times in the next 10 s (backoff, not a storm).
 //
 // A monitor client reads every record throughout. Every second the soak
 // samples edged's RSS (/proc/PID/status VmRSS), open fds (/proc/PID/fd),

@@ -18,11 +18,20 @@ import (
 // loopback, and a state folder (last-good copies are written on every
 // reload).
 func (s *soak) configText(fps float64) string {
+	sinks, extra := `"local", "uart"`, ""
+	if s.mqtt != nil {
+		sinks += `, "cloud"`
+		extra += s.mqtt.sinkConfig()
+	}
+	if s.o.replay {
+		extra += s.replayConfig()
+	}
 	return fmt.Sprintf(`# edged soak (bench/cmd/soak): generated, rewritten on SIGHUP churn
 [daemon]
 log_level = "info"
 state_dir = %q
 metrics_listen = %q
+device_id = %q
 
 [[source]]
 name = "cam"
@@ -49,7 +58,7 @@ source = "cam"
 model = "demo"
 sensors = ["imu"]
 sensor_window = "50ms"
-sinks = ["local", "uart"]
+sinks = [%s]
 
 [[pipeline.postprocess]]
 output = "class"
@@ -67,8 +76,8 @@ name = "uart"
 kind = "serial"
 device = %q
 baud = 921600
-`, filepath.Join(s.dir, "state"), s.metricsAddr, s.o.width, s.o.height, fps,
-		s.imu.link, s.modelPath, s.sock, s.o.writeTimeout.String(), s.uart.link)
+`, filepath.Join(s.dir, "state"), s.metricsAddr, mqttDevice, s.o.width, s.o.height, fps,
+		s.imu.link, s.modelPath, sinks, s.sock, s.o.writeTimeout.String(), s.uart.link) + extra
 }
 
 // writeConfig replaces the configuration file atomically.

@@ -27,6 +27,9 @@ type options struct {
 	junkEvery, readers          int
 	seed                        uint64
 	keep                        bool
+	mqtt, replay                bool
+	brokerEvery, brokerDown     time.Duration
+	replayEvery                 time.Duration
 	tol                         Tolerances
 }
 
@@ -41,6 +44,8 @@ type soak struct {
 	scr                             *scraper
 	mon                             *monitor
 	imu, uart                       *serialDev
+	mqtt                            *mqttPart
+	mqttSum                         *MQTTSum
 	imuSent                         atomic.Int64
 	uartSt                          uartStats
 	t0                              time.Time
@@ -78,6 +83,11 @@ func main() {
 	flag.IntVar(&o.readers, "readers", 3, "socket clients that connect, read 20-500 records and leave, in a loop")
 	flag.Uint64Var(&o.seed, "seed", 0, "seed of the churn's random choices (0 = from the clock; the summary prints it)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary folder (config, models, state, socket)")
+	flag.BoolVar(&o.mqtt, "mqtt", true, "an MQTT sink to a local Mosquitto (needs mosquitto), stopped and started again during the soak")
+	flag.DurationVar(&o.brokerEvery, "broker-every", 60*time.Second, "the broker is stopped this often (±25 %)")
+	flag.DurationVar(&o.brokerDown, "broker-down", 5*time.Second, "... for this long")
+	flag.BoolVar(&o.replay, "replay", true, "a second pipeline replaying a recording that is replaced under edged")
+	flag.DurationVar(&o.replayEvery, "replay-every", 40*time.Second, "the recording is replaced this often (±25 %)")
 	flag.Float64Var(&o.tol.Warmup, "warmup", o.tol.Warmup, "fraction of the run ignored before the first window")
 	flag.Float64Var(&o.tol.Window, "window", o.tol.Window, "fraction of the run in each compared window")
 	flag.Float64Var(&o.tol.RSSFrac, "rss-frac", o.tol.RSSFrac, "RSS may grow by this fraction of the first window's median ...")
@@ -146,7 +156,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		counts:    map[string]int{},
 		times:     map[string][]float64{},
 	}
-	for _, d := range []string{"models", "state", "dev", "variants"} {
+	for _, d := range []string{"models", "state", "dev", "variants", "recordings", "mosquitto"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return false, err
 		}
@@ -176,6 +186,17 @@ func run(ctx context.Context, o options) (bool, error) {
 		return false, err
 	}
 	defer s.uart.unplug()
+	if o.mqtt {
+		if s.mqtt, err = startMQTT(mqttBrokerDir(dir)); err != nil {
+			return false, err
+		}
+		defer s.mqtt.close()
+	}
+	if o.replay {
+		if err := writeRecording(s.recordingPath(), replayW, replayH, 0); err != nil {
+			return false, err
+		}
+	}
 	if err := s.writeConfig(o.fps); err != nil {
 		return false, err
 	}
@@ -214,6 +235,12 @@ func run(ctx context.Context, o options) (bool, error) {
 	churn.Go(func() { s.hupChurn(churnCtx) })
 	churn.Go(func() { s.reloadChurn(churnCtx) })
 	churn.Go(func() { s.clientChurn(churnCtx) })
+	if s.mqtt != nil {
+		churn.Go(func() { s.brokerChurn(churnCtx) })
+	}
+	if o.replay {
+		churn.Go(func() { s.replayChurn(churnCtx) })
+	}
 	churn.Go(func() {
 		s.unplugChurn(churnCtx, s.imu, 0, func(m *metrics, _ time.Time) bool {
 			return m.get("edged_source_up", "source", "imu") == 0
@@ -255,6 +282,9 @@ func run(ctx context.Context, o options) (bool, error) {
 	}
 	if s.interr {
 		s.problem("interrupted after %.0f s of %v", time.Since(s.t0).Seconds(), o.duration)
+	}
+	if s.mqtt != nil {
+		s.mqttSum = s.mqttVerdict()
 	}
 	return s.report()
 }

@@ -30,6 +30,7 @@ type monitor struct {
 	connects   int
 	lastResult time.Time
 	lastSensor time.Time            // last result carrying an "imu" sample
+	lastOf     map[string]time.Time // pipeline -> its last result
 	shaSeen    map[string]time.Time // engine SHA-256 prefix -> last result it computed
 	events     []event              // the latest, at most maxEvents
 	counts     map[string]int       // every status event, by name
@@ -40,7 +41,7 @@ type monitor struct {
 const maxEvents = 20_000
 
 func newMonitor(sock string) *monitor {
-	return &monitor{sock: sock, shaSeen: map[string]time.Time{}, counts: map[string]int{}}
+	return &monitor{sock: sock, shaSeen: map[string]time.Time{}, counts: map[string]int{}, lastOf: map[string]time.Time{}}
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -66,6 +67,7 @@ func (m *monitor) run(ctx context.Context) {
 			case "result":
 				m.results++
 				m.lastResult = now
+				m.lastOf[r.Pipeline] = now
 				if r.Engine != nil {
 					m.shaSeen[r.Engine.SHA256] = now
 				}
@@ -133,6 +135,13 @@ func (m *monitor) received() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.results + int64(m.missed)
+}
+
+// resultOfAfter reports whether a result of the pipeline arrived after t.
+func (m *monitor) resultOfAfter(pipeline string, t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastOf[pipeline].After(t)
 }
 
 func (m *monitor) sensorAfter(t time.Time) bool {

@@ -104,6 +104,10 @@ type Summary struct {
 	TrendPerH map[string]float64 `json:"trend_per_hour,omitempty"`
 	Problems  []string           `json:"problems"`
 	Notes     []string           `json:"notes,omitempty"`
+	// MQTT: what the subscriber of the MQTT sink received (nil: -mqtt=false).
+	MQTT *MQTTSum `json:"mqtt,omitempty"`
+	// Replay: whether the replay part ran (-replay).
+	Replay bool `json:"replay"`
 }
 
 // QuietSum is what a quiet stretch looked like (medians).
@@ -168,6 +172,7 @@ func (s *soak) report() (bool, error) {
 		Checks: checks, Tolerances: s.o.tol, Counts: s.counts, Times: map[string]TimeSum{},
 		ResultsPerS: summarise(rates), Problems: s.problems, Notes: s.notes, ExitCode: s.exitCode, StopS: s.stopTook.Seconds(),
 		Metrics: map[string]float64{}, LogLines: logLevels(filepath.Join(s.out, "edged.log")),
+		MQTT: s.mqttSum, Replay: s.o.replay,
 	}
 	if len(samples) > 0 {
 		sum.SpanS = samples[len(samples)-1].T - samples[0].T
@@ -209,6 +214,8 @@ func (s *soak) report() (bool, error) {
 			{"edged_sink_records_dropped_total", "sink", "uart"}, {"edged_serial_reconnects_total", "sink", "uart"},
 			{"edged_serial_write_stalls_total", "sink", "uart"}, {"edged_state_writes_total", "result", "ok"},
 			{"edged_state_writes_total", "result", "error"}, {"edged_engine_checks_total", "model", "demo"},
+			{"edged_source_starts_total", "source", "rec"}, {"edged_sink_connected", "sink", "cloud"},
+			{"edged_sink_errors_total", "sink", "cloud"},
 		} {
 			if v := m.get(k[0], k[1], k[2]); !math.IsNaN(v) {
 				sum.Metrics[k[0]+"{"+k[1]+"="+k[2]+"}"] = v
@@ -315,6 +322,20 @@ func (s *soak) summaryText(sum *Summary) string {
 		c["sensor_unplugs"], c["sensor_recovered"], t["recover_sensor"].Median, t["recover_sensor"].Max, sum.Serial["imu_lines_written"])
 	p("serial sink (pty): %d unplugs, %d back with frames (median %.2f s, max %.2f s); %d records decoded, %d CRC errors, %d frame errors (torn by the unplugs)",
 		c["sink_unplugs"], c["sink_recovered"], t["recover_sink"].Median, t["recover_sink"].Max, sum.Serial["uart_records_decoded"], sum.Serial["uart_crc_errors"], sum.Serial["uart_frame_errors"])
+	if m := sum.MQTT; m != nil {
+		p("mqtt (Mosquitto, QoS 1): broker stopped %d times for %v, edged connected again %d times (median %.2f s, max %.2f s after the broker's return); %d records received, %d distinct, seq %d..%d, %d missing (edged counted %d dropped), %d duplicates (resent, at least once)",
+			m.Restarts, s.o.brokerDown, c["broker_reconnected"], t["mqtt_reconnect"].Median, t["mqtt_reconnect"].Max, m.Records, m.Unique, m.FirstSeq, m.LastSeq, m.Gaps, m.Dropped, m.Duplicates)
+	} else {
+		p("mqtt: not run (-mqtt=false)")
+	}
+	if sum.Replay {
+		p("replay (pipeline rec): recording replaced %d times: %d renamed over, %d written in place, %d in place with another frame size; results back after %d of the %d same-size ones (median %.2f s, max %.2f s); source starts per replacement median %.0f, max %.0f (%v total)",
+			c["replay_renamed"]+c["replay_in_place"]+c["replay_other_size"], c["replay_renamed"], c["replay_in_place"], c["replay_other_size"],
+			c["replay_resumed"], c["replay_renamed"]+c["replay_in_place"], t["replay_resume"].Median, t["replay_resume"].Max,
+			t["replay_restarts"].Median, t["replay_restarts"].Max, sum.Metrics["edged_source_starts_total{source=rec}"])
+	} else {
+		p("replay: not run (-replay=false)")
+	}
 	var ev []string
 	for k, v := range sum.Events {
 		ev = append(ev, fmt.Sprintf("%s %d", k, v))
