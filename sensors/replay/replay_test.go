@@ -212,6 +212,14 @@ func TestMJPEGFile(t *testing.T) {
 	}
 }
 
+// TestRecordedPace: frames recorded 20 ms apart are replayed no faster,
+// and the pacing wait comes before the fill, so that TCapture is when the
+// frame was due and TCapture..TReady the read of the frame alone. Frame i
+// is due i×20 ms after the first Next at the earliest (the schedule never
+// moves back; a late consumer only moves it on), so its TCapture is never
+// before that: a lower bound that a loaded machine cannot break, and that
+// a wait after the fill would (TCapture would be when Next was called,
+// about a gap too early).
 func TestRecordedPace(t *testing.T) {
 	path, _ := record(t, 6, 20, sensors.GREY)
 	s, _ := startReplay(t, Options{Name: "rp", Path: path}, 2, 64*48)
@@ -454,7 +462,10 @@ func FuzzFrameFile(f *testing.F) {
 // the header read). Then Close during the wait, and Start again.
 func TestCancelledWaitKeepsTheFrame(t *testing.T) {
 	path, frames := record(t, 3, 10, sensors.GREY)
-	s, _ := startReplay(t, Options{Name: "rp", Path: path, FPS: 5}, 2, 64*48)
+	// 1 fps: frame 1 is due a second after frame 0, so the three cut
+	// waits below (60 ms and what the test takes between them) end before
+	// it is due even on a loaded machine or under qemu.
+	s, _ := startReplay(t, Options{Name: "rp", Path: path, FPS: 1}, 2, 64*48)
 	f := next(t, s) // the first frame is due at once
 	f.Slot.Release()
 	for range 3 { // each time the header of frame 1 is read, then the wait is cut short
@@ -462,7 +473,7 @@ func TestCancelledWaitKeepsTheFrame(t *testing.T) {
 		_, err := s.Next(ctx)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Next with a 20 ms deadline at 5 fps: %v, want the deadline", err)
+			t.Fatalf("Next with a 20 ms deadline at 1 fps: %v, want the deadline", err)
 		}
 	}
 	f = next(t, s)
