@@ -34,7 +34,11 @@ type harness struct {
 
 	mu      sync.Mutex
 	written map[[32]byte]bool // every complete content written by the test
-	lastOp  time.Time
+	// The last file operation began after opBegan and ended before lastOp
+	// (begin, then note or op). begun: begin was called for the operation
+	// under way.
+	opBegan, lastOp time.Time
+	begun           bool
 }
 
 // newHarness builds a harness; edit may change the options before the
@@ -99,24 +103,41 @@ func newHarness(t *testing.T, edit func(*trt.ReloaderOptions)) *harness {
 
 func model(v float32) []byte { return trttest.Spec{Value: v}.Bytes() }
 
+// begin records that a file operation begins; note or op records its end.
+func (h *harness) begin() {
+	h.mu.Lock()
+	h.opBegan, h.begun = time.Now(), true
+	h.mu.Unlock()
+}
+
 func (h *harness) note(data []byte, complete bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if complete {
 		h.written[sha256.Sum256(data)] = true
 	}
-	h.lastOp = time.Now()
+	h.ended()
 }
 
 func (h *harness) op() {
 	h.mu.Lock()
-	h.lastOp = time.Now()
+	h.ended()
 	h.mu.Unlock()
+}
+
+// ended records the end of a file operation; h.mu is held. Without begin,
+// the operation began after the previous one ended.
+func (h *harness) ended() {
+	if !h.begun {
+		h.opBegan = h.lastOp
+	}
+	h.lastOp, h.begun = time.Now(), false
 }
 
 // writeInPlace truncates and rewrites path (as cp and shell redirection do).
 func (h *harness) writeInPlace(name string, data []byte) {
 	h.t.Helper()
+	h.begin()
 	if err := os.WriteFile(filepath.Join(h.dir, name), data, 0o644); err != nil {
 		h.t.Fatal(err)
 	}
@@ -129,6 +150,7 @@ func (h *harness) replace(name string, data []byte) {
 	h.t.Helper()
 	dst := filepath.Join(h.dir, name)
 	tmp := dst + ".tmp"
+	h.begin()
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		h.t.Fatal(err)
 	}
@@ -174,22 +196,45 @@ func (h *harness) expect(o trt.Outcome) trt.ReloadEvent {
 
 // settled waits for a check that started after the last file operation,
 // so everything that operation caused has been looked at.
+//
+// The operation's end is noted just after it, and the test's goroutine can
+// be descheduled in between for longer than the debounce: the check the
+// operation caused then starts before the time noted, and no later check
+// may ever come (a one-in-many failure under load: "no check after the
+// last file operation"). A check that started while the operation was
+// under way, or in that gap, is taken when no check that started later
+// comes within ambiguousWait: it is the one the operation caused, unless
+// the operation's last event is still to be looked at, which a later
+// check would do well within that wait.
 func (h *harness) settled() {
 	h.t.Helper()
 	h.mu.Lock()
-	since := h.lastOp
+	began, since := h.opBegan, h.lastOp
 	h.mu.Unlock()
 	deadline := time.After(waitLong)
+	var ambiguous <-chan time.Time
 	for {
 		select {
 		case start := <-h.checks:
 			if start.After(since) {
 				return
 			}
+			if start.After(began) && ambiguous == nil {
+				ambiguous = time.After(h.ambiguousWait())
+			}
+		case <-ambiguous:
+			return
 		case <-deadline:
 			h.t.Fatalf("no check after the last file operation within %s", waitLong)
 		}
 	}
+}
+
+// ambiguousWait is how long settled waits for a check that surely started
+// after the last file operation once one that may have has come: a few
+// debounce and settle periods, and room for a loaded machine.
+func (h *harness) ambiguousWait() time.Duration {
+	return 4*(max(h.opts.Debounce, 0)+max(h.opts.Settle, 0)) + 2*time.Second
 }
 
 // noEvent fails when an event is waiting.

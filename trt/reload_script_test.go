@@ -173,6 +173,7 @@ func (s *scriptRun) do(args []string) {
 		need(2)
 		data, whole := s.content(args[1:])
 		h := s.harness()
+		h.begin()
 		if err := os.WriteFile(s.path(args[0]), data, 0o644); err != nil {
 			s.fatalf("%v", err)
 		}
@@ -182,6 +183,7 @@ func (s *scriptRun) do(args []string) {
 		data, whole := s.content(args[1:])
 		h := s.harness()
 		tmp := s.path(args[0] + ".tmp")
+		h.begin()
 		if err := os.WriteFile(tmp, data, 0o644); err != nil {
 			s.fatalf("%v", err)
 		}
@@ -198,6 +200,7 @@ func (s *scriptRun) do(args []string) {
 		}
 		data, whole := s.content(args[3:])
 		h := s.harness()
+		h.begin()
 		f, err := os.OpenFile(s.path(args[0]), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			s.fatalf("%v", err)
@@ -212,30 +215,35 @@ func (s *scriptRun) do(args []string) {
 		h.note(data, whole)
 	case "mv":
 		need(2)
+		s.harness().begin()
 		if err := os.Rename(s.path(args[0]), s.path(args[1])); err != nil {
 			s.fatalf("%v", err)
 		}
 		s.h.op()
 	case "rm":
 		need(1)
+		s.harness().begin()
 		if err := os.Remove(s.path(args[0])); err != nil {
 			s.fatalf("%v", err)
 		}
 		s.h.op()
 	case "mkdir":
 		need(1)
+		s.harness().begin()
 		if err := os.MkdirAll(s.path(args[0]), 0o755); err != nil {
 			s.fatalf("%v", err)
 		}
 		s.h.op()
 	case "rmdir":
 		need(1)
+		s.harness().begin()
 		if err := os.RemoveAll(s.path(args[0])); err != nil {
 			s.fatalf("%v", err)
 		}
 		s.h.op()
 	case "ln":
 		need(2)
+		s.harness().begin()
 		if err := os.Symlink(args[0], s.path(args[1])); err != nil {
 			s.fatalf("%v", err)
 		}
