@@ -23,7 +23,12 @@ import (
 // stable, however long it goes on; failed starts are never announced, and
 // every failure grows the wait.
 func TestRestartsAnnounceAnEpisodeOnce(t *testing.T) {
-	r := restarts{retry: backoff.Retry{Policy: backoff.Policy{Min: time.Millisecond, Max: 8 * time.Millisecond, Reset: 30 * time.Millisecond}}}
+	// A run is stable after reset: the flapping runs below must end sooner
+	// (they end at once, but a loaded machine can stall the test between
+	// a start and its end: a second is room for that), and the stable ones
+	// sleep past it.
+	const reset = time.Second
+	r := restarts{retry: backoff.Retry{Policy: backoff.Policy{Min: time.Millisecond, Max: 8 * time.Millisecond, Reset: reset}}}
 	var said []string
 	up := func(b bool) {
 		if b {
@@ -38,7 +43,7 @@ func TestRestartsAnnounceAnEpisodeOnce(t *testing.T) {
 		return d
 	}
 	up(r.started()) // the first start: not news
-	time.Sleep(40 * time.Millisecond)
+	time.Sleep(reset + 10*time.Millisecond)
 	if d := down(); d != 0 {
 		t.Errorf("after a stable run: wait %v, want none", d)
 	}
@@ -60,7 +65,7 @@ func TestRestartsAnnounceAnEpisodeOnce(t *testing.T) {
 		}
 	}
 	up(r.delivering()) // not stable yet
-	time.Sleep(40 * time.Millisecond)
+	time.Sleep(reset + 10*time.Millisecond)
 	up(r.delivering()) // now it is
 	up(r.delivering())
 	if want := []string{"down", "up", "down", "up", "down", "up"}; !slices.Equal(said, want) {

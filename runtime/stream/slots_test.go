@@ -81,7 +81,10 @@ func TestSocketClientsThatDoNotReadLoseTheirPlace(t *testing.T) {
 			t.Fatalf("disconnected with %v, want ErrSlowClient for reading nothing", e.Err)
 		}
 	}
-	if took := time.Since(t0); took > ka+wt+time.Second {
+	// About ka+wt; ten times that leaves room for late timers on a loaded
+	// machine or under qemu, and still tells a bounded hold from one for
+	// good.
+	if took := time.Since(t0); took > 10*(ka+wt) {
 		t.Errorf("clients that do not read held their places for %v", took)
 	}
 	// The readers are still there after several keepalive periods.
