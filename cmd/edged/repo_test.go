@@ -312,6 +312,9 @@ var importRules = []struct {
 	{"trt", []string{"trt", "umem", "internal/"}},
 	// The configuration: not the daemon, nor its other parts.
 	{"runtime/config", []string{"runtime/config", "sensors", "trt", "umem", "internal/"}},
+	// The live preview and its drawing: what a record says and the frames'
+	// formats, not the daemon, its configuration or its engines.
+	{"runtime/preview", []string{"runtime/preview", "runtime/stream", "sensors", "internal/"}},
 	// The daemon's libraries: neither the daemon nor its configuration.
 	{"runtime/", []string{"runtime/stream", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
 	{"runtime", []string{"runtime", "sensors", "trt", "umem", "internal/"}},
