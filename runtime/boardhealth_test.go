@@ -61,7 +61,7 @@ func TestBoardHealthOnTheRecord(t *testing.T) {
 	sink := newRecordingSink()
 	notes := &fakeNotifier{}
 	cfg := defaultConfig(t, func(s string) string {
-		s = mustReplace(t, mustReplace(t, s, "width = 640 ", "width = 160 "), "height = 480\n", "height = 120\n")
+		s = mustReplace(t, mustReplace(t, s, "\nwidth = 640 ", "\nwidth = 160 "), "height = 480\n", "height = 120\n")
 		s = mustReplace(t, s, `sysfs = "/sys"`, `sysfs = "`+tree.Paths.Sys+`"`)
 		s = mustReplace(t, s, `procfs = "/proc"`, `procfs = "`+tree.Paths.Proc+`"`)
 		return mustReplace(t, s, `rootfs = "/"`, `rootfs = "`+tree.Paths.Root+`"`)

@@ -34,7 +34,7 @@ func meminfo(t *testing.T, totalMiB, availMiB int64) string {
 // a discrete GPU are checked against its free memory.
 func TestCheckMemory(t *testing.T) {
 	text := strings.Replace(string(configs.Default), "buffers = 4 ", "buffers = 32", 1)
-	text = strings.Replace(text, "width = 640 ", "width = 4096", 1)
+	text = strings.Replace(text, "\nwidth = 640 ", "\nwidth = 4096", 1)
 	text = strings.Replace(text, "height = 480\n", "height = 4096\n", 1)
 	cfg, err := config.Parse("big.toml", []byte(text))
 	if err != nil {

@@ -48,7 +48,7 @@ func scriptedDaemon(t *testing.T, src *sensorstest.Source, optional bool, notes 
 	backend := ortBackend(t)
 	sink := newRecordingSink()
 	cfg := defaultConfig(t, func(s string) string {
-		s = mustReplace(t, mustReplace(t, s, "width = 640 ", "width = 160 "), "height = 480\n", "height = 120\n")
+		s = mustReplace(t, mustReplace(t, s, "\nwidth = 640 ", "\nwidth = 160 "), "height = 480\n", "height = 120\n")
 		s = mustReplace(t, s, `stall_timeout = "10s"`, `stall_timeout = "1s"`)
 		if optional {
 			s = mustReplace(t, s, "optional = false", "optional = true")
@@ -169,7 +169,7 @@ func TestRequiredSourceMissingFailsStart(t *testing.T) {
 	src.FailStart(fmt.Errorf("/dev/video9: %w", sensors.ErrNotFound))
 	backend := ortBackend(t)
 	cfg := defaultConfig(t, func(s string) string {
-		return mustReplace(t, mustReplace(t, s, "width = 640 ", "width = 160 "), "height = 480\n", "height = 120\n")
+		return mustReplace(t, mustReplace(t, s, "\nwidth = 640 ", "\nwidth = 160 "), "height = 480\n", "height = 120\n")
 	})
 	f := testFactories(t, newRecordingSink(), backend)
 	f.Camera = func(*config.Source, *config.Config) (sensors.Source, error) { return src, nil }

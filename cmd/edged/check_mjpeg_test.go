@@ -21,7 +21,7 @@ import (
 // the scale for its model's input and why.
 func TestCheckMJPEG(t *testing.T) {
 	text := strings.Replace(string(configs.Default), `format = "YUYV"`, `format = "MJPEG"`, 1)
-	text = strings.Replace(text, "width = 640 ", "width = 1920", 1)
+	text = strings.Replace(text, "\nwidth = 640 ", "\nwidth = 1920", 1)
 	text = strings.Replace(text, "height = 480\n", "height = 1080\n", 1)
 	cfg, err := config.Parse("", []byte(text))
 	if err != nil {

@@ -153,7 +153,7 @@ func TestTypeErrorHidesNothing(t *testing.T) {
 	lib := needORT(t)
 	dir := t.TempDir()
 	cfg, _ := testConfig(t, dir,
-		`width = 640 `, `width = "640" `,
+		"\nwidth = 640 ", "\nwidth = \"640\" ",
 		`fps = 30.0`, `fsp = 30.0`,
 		`model = "demo"`, `model = "nope"`,
 		`resize = "stretch"`, `resize = "squash"`,

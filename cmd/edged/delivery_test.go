@@ -240,7 +240,7 @@ func runDelivery(t *testing.T, c deliveryCase) {
 	model, publish := c.setup(t, dir, good[0])
 	cfg, sock := testConfig(t, dir,
 		`path = "builtin:demo" `, `path = "`+model+`" `,
-		"width = 640 ", "width = 160 ", "height = 480\n", "height = 120\n",
+		"\nwidth = 640 ", "\nwidth = 160 ", "height = 480\n", "height = 120\n",
 		`schedule = "latest"`, `schedule = "queue"`, "queue = 4 ", "queue = 64 ")
 	d := start(t, lib, cfg, sock, "STATE_DIRECTORY=")
 	r := readRecords(t, sock)

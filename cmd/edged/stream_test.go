@@ -315,7 +315,7 @@ func TestTailWithoutDaemonNamesBothSockets(t *testing.T) {
 func TestSteadySlowReaderKeepsStreaming(t *testing.T) {
 	lib := needORT(t)
 	cfg, sock, metrics := metricsConfig(t, t.TempDir(),
-		"width = 640", "width = 160", "height = 480", "height = 120", "fps = 30.0", "fps = 120.0",
+		"\nwidth = 640", "\nwidth = 160", "height = 480", "height = 120", "fps = 30.0", "fps = 120.0",
 		"k = 1\n", "k = 8\n", "client_queue = 256", "client_queue = 16", `write_timeout = "5s"`, `write_timeout = "1s"`)
 	d := start(t, lib, cfg, sock)
 	waitMetric(t, metrics, `edged_stream_clients{sink="local"}`, 0)

@@ -60,6 +60,15 @@ func (c *Config) applyDefaults() {
 	if d.MaxModelBytes == 0 {
 		d.MaxModelBytes = DefaultMaxModelBytes
 	}
+	if d.PreviewFPS == 0 {
+		d.PreviewFPS = DefaultPreviewFPS
+	}
+	if d.PreviewWidth == 0 {
+		d.PreviewWidth = DefaultPreviewWidth
+	}
+	if d.PreviewClients == 0 {
+		d.PreviewClients = DefaultPreviewClients
+	}
 	def(&d.Sysfs, "/sys")
 	def(&d.Procfs, "/proc")
 	def(&d.Rootfs, "/")
@@ -388,6 +397,7 @@ func (c *Config) validate(k *checker) []Problem {
 		k.add("daemon.max_model_bytes", "must be at least 1048576 (1 MiB): it is the largest model file edged reads, in bytes")
 	}
 	checkMetricsListen(k, d.MetricsListen)
+	checkPreview(k, d)
 	for _, f := range []struct{ key, v string }{{"sysfs", d.Sysfs}, {"procfs", d.Procfs}, {"rootfs", d.Rootfs}} {
 		if !filepath.IsAbs(f.v) {
 			k.add("daemon."+f.key, "%q must be an absolute path (where edged reads the board's health)", f.v)
@@ -431,6 +441,34 @@ func (c *Config) validate(k *checker) []Problem {
 		c.checkPipeline(k, i)
 	}
 	return k.probs
+}
+
+// The live preview's defaults and bounds ([daemon] preview_*).
+const (
+	DefaultPreviewFPS     = 5
+	DefaultPreviewWidth   = 640
+	DefaultPreviewClients = 4
+	MaxPreviewFPS         = 30
+	MinPreviewWidth       = 32
+	MaxPreviewWidth       = 7680
+	MaxPreviewClients     = 64
+)
+
+// checkPreview checks the live preview's keys: it is served on
+// metrics_listen, so it needs one.
+func checkPreview(k *checker, d Daemon) {
+	if d.Preview && d.MetricsListen == "" {
+		k.add("daemon.preview", "the preview is served on daemon.metrics_listen, which is off: set metrics_listen = \"127.0.0.1:9464\" (or \"unix:/run/edged/metrics.sock\")")
+	}
+	if !(d.PreviewFPS > 0 && d.PreviewFPS <= MaxPreviewFPS) {
+		k.add("daemon.preview_fps", "%g: want more than 0 and at most %d pictures a second", d.PreviewFPS, MaxPreviewFPS)
+	}
+	if d.PreviewWidth < MinPreviewWidth || d.PreviewWidth > MaxPreviewWidth {
+		k.add("daemon.preview_width", "%d: want %d to %d pixels", d.PreviewWidth, MinPreviewWidth, MaxPreviewWidth)
+	}
+	if d.PreviewClients < 1 || d.PreviewClients > MaxPreviewClients {
+		k.add("daemon.preview_clients", "%d: want 1 to %d viewers of each picture", d.PreviewClients, MaxPreviewClients)
+	}
 }
 
 // checkMetricsListen catches every daemon.metrics_listen that cannot be

@@ -65,6 +65,14 @@ type Daemon struct {
 	Sysfs  string `toml:"sysfs"`
 	Procfs string `toml:"procfs"`
 	Rootfs string `toml:"rootfs"`
+	// Preview serves the live preview (the page on /, pictures on
+	// /preview/...) on metrics_listen, at most PreviewFPS pictures a
+	// second per camera, PreviewWidth pixels wide, to PreviewClients
+	// viewers of each picture at a time.
+	Preview        bool    `toml:"preview"`
+	PreviewFPS     float64 `toml:"preview_fps"`
+	PreviewWidth   int     `toml:"preview_width"`
+	PreviewClients int     `toml:"preview_clients"`
 }
 
 // GPU is the [gpu] table.

@@ -213,6 +213,11 @@ kind = "socket"
 			[]string{`:3:13: daemon.device_id: "a/b" must not contain /`}},
 		{"relative board paths", strings.Replace(base, `[[source]]`, "[daemon]\nsysfs = \"host/sys\"\nrootfs = \"\"\nprocfs = \"/host/proc\"\n\n[[source]]", 1),
 			[]string{`:3:9: daemon.sysfs: "host/sys" must be an absolute path`}},
+		{"preview without a listener", strings.Replace(base, `[[source]]`, "[daemon]\npreview = true\n\n[[source]]", 1),
+			[]string{`:3:11: daemon.preview: the preview is served on daemon.metrics_listen, which is off`}},
+		{"preview bounds", strings.Replace(base, `[[source]]`, "[daemon]\nmetrics_listen = \"127.0.0.1:9464\"\npreview = true\npreview_fps = 60.0\npreview_width = 16\npreview_clients = -1\n\n[[source]]", 1),
+			[]string{`:5:15: daemon.preview_fps: 60: want more than 0 and at most 30 pictures a second`,
+				`:6:17: daemon.preview_width: 16: want 32 to 7680 pixels`, `:7:19: daemon.preview_clients: -1: want 1 to 64 viewers of each picture`}},
 		{"bad duration", strings.Replace(base, `[[source]]`, "[daemon]\nstop_timeout = \"soon\"\n\n[[source]]", 1),
 			[]string{`:3:16: daemon.stop_timeout: `, `invalid duration "soon"`}},
 		{"detector keys", strings.Replace(base, `[[sink]]`, "[[pipeline.postprocess]]\noutput = \"det\"\nkind = \"detections\"\nformat = \"yolo\"\noutputs = [\"a\", \"b\"]\n\n"+
