@@ -16,6 +16,7 @@ import (
 
 	"github.com/edged-dev/edged/runtime/board"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/preview"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -67,6 +68,12 @@ type daemon struct {
 	// board reads the board's health every few seconds (boardhealth.go),
 	// from run until stop; sysfs, procfs and rootfs are chosen once.
 	board *board.Monitor
+
+	// preview holds the live preview's taps, one per pipeline and camera,
+	// across reloads, and serves them on the metrics listener
+	// (previewpage.go); latency keeps its page's latency windows.
+	preview *preview.Hub
+	latency latencyWindows
 
 	// mu protects the fields below. They are written only by the run
 	// goroutine and the reload it runs (start, SIGHUP reloads, stop, one
@@ -125,6 +132,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.graph = newGraph(d, opts.Config) // never nil: empty until Run builds it
 	d.board = d.newBoardMonitor()
+	d.preview = d.newPreview()
 	d.reloadSeconds = prometheus.NewHistogramVec(histogramOpts("edged_engine_reload_seconds",
 		"Hot-reload transactions that staged an engine, from reading the file to the outcome, by model and result (ok, or the rejection reason).",
 		reloadBuckets, nil), []string{"model", "result"})
@@ -368,6 +376,7 @@ func (d *daemon) reload(ctx context.Context, cfg *config.Config) error {
 		d.publishConfigStatus("config_rejected", cfg.File, err.Error())
 		return err
 	}
+	d.configurePreview(old, cfg)
 	// Model files are named by the configuration too: the watchers of the
 	// models that carried over check theirs now, as for an unchanged one.
 	d.triggerEngines()

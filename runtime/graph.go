@@ -11,6 +11,7 @@ import (
 
 	"github.com/edged-dev/edged/internal/backoff"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/preview"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -117,6 +118,10 @@ func (g *graph) newPipeline(pc *config.Pipeline, hot *trt.Hot) *pipeline {
 	for _, name := range pc.Sensors {
 		p.rings = append(p.rings, g.sensors[name].ring)
 	}
+	if d.preview != nil {
+		p.tap = d.preview.Tap(preview.Key{Pipeline: pc.Name, Source: pc.Source})
+		p.previewMatrix = preview.Matrix{BT709: pc.Preprocess.ColorMatrix == "bt709", FullRange: pc.Preprocess.ColorRange == "full"}
+	}
 	return p
 }
 
@@ -178,6 +183,7 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		}
 		p.log.Info("optional source absent; waiting for it", "source", sc.Name, "device", sc.Device, "err", err)
 		p.state.Store(int32(stateWaiting))
+		p.setDownWhy(err)
 	} else {
 		p.sourceUpEvent(p.rs.started())
 		p.log.Info("pipeline started", "source", sc.Name, "format", p.src.Format().String(), "model", pc.Model,
@@ -185,6 +191,7 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		p.logDecoder()
 	}
 	p.life.cancel, p.life.done = cancel, make(chan struct{})
+	p.started = monoNow()
 	p.stampCapture()
 	p.stampInfer()
 	done := make(chan struct{}, 2)

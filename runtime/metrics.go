@@ -143,9 +143,10 @@ func (p slogPrinter) Println(v ...any) {
 }
 
 // serveMetrics serves the registry on /metrics (Prometheus text, or
-// OpenMetrics or protobuf when the scraper asks for it), and /livez and
-// /readyz, on daemon.metrics_listen ("host:port" or "unix:/path") until
-// ctx is done.
+// OpenMetrics or protobuf when the scraper asks for it), /livez and
+// /readyz, and the live preview (/, /status.json, /preview/...: while
+// daemon.preview is on), on daemon.metrics_listen ("host:port" or
+// "unix:/path") until ctx is done.
 func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) {
 	network, address := "tcp", addr
 	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -182,6 +183,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) 
 		}
 		io.WriteString(w, "ready\n")
 	})
+	d.preview.Register(mux)
 	srv := &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -192,6 +194,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) (func(), error) 
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
 	return func() {
+		d.preview.Close() // ends the viewers' streams, which Shutdown would wait for
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)

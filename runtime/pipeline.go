@@ -13,6 +13,7 @@ import (
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/postprocess"
 	"github.com/edged-dev/edged/runtime/preprocess"
+	"github.com/edged-dev/edged/runtime/preview"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
@@ -85,6 +86,17 @@ type pipeline struct {
 	sourceUp  atomic.Bool
 	state     atomic.Int32
 	published atomic.Bool
+	// Why the source is down (its last error), and the format it
+	// delivers while up: for the preview's page, which reads them from
+	// another goroutine.
+	downWhy atomic.Pointer[string]
+	format  atomic.Pointer[string]
+	started int64 // when startPipeline started it (CLOCK_MONOTONIC ns)
+
+	// tap hands frames to the live preview while somebody watches (nil:
+	// no preview, as in tests); previewMatrix is how it reads YUV.
+	tap           *preview.Tap
+	previewMatrix preview.Matrix
 
 	// progress stamps (CLOCK_MONOTONIC ns) for the watchdog
 	captureStamp atomic.Int64
@@ -305,13 +317,27 @@ func (p *pipeline) stampInfer()   { p.inferStamp.Store(monoNow()) }
 
 func (p *pipeline) setWaiting(err error) {
 	p.state.Store(int32(stateWaiting))
+	p.setDownWhy(err)
 	p.host.refreshStatus()
+}
+
+// setDownWhy keeps why the source is down (nil: it is up).
+func (p *pipeline) setDownWhy(err error) {
+	if err == nil {
+		p.downWhy.Store(nil)
+		return
+	}
+	why := err.Error()
+	p.downWhy.Store(&why)
 }
 
 // sourceUpEvent records a start of the source; announce: it is news
 // (restarts.started), logged and sent to the sinks as source_up.
 func (p *pipeline) sourceUpEvent(announce bool) {
 	p.sourceUp.Store(true)
+	p.setDownWhy(nil)
+	f := p.src.Format().String()
+	p.format.Store(&f)
 	p.stats.reconnects.Add(1)
 	if announce {
 		p.announceUp()
@@ -336,6 +362,7 @@ func (p *pipeline) sourceDownEvent(err error, announce bool, retry time.Duration
 	if err != nil {
 		reason = err.Error()
 	}
+	p.downWhy.Store(&reason)
 	if announce {
 		p.log.Warn("source down", "source", p.scfg.Name, "event", "source_down", "err", err)
 		p.host.publishStatus("source_down", p.cfg.Name, p.scfg.Name, reason)
@@ -380,6 +407,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		f.Slot.Release()
 		return
 	}
+	tapped := p.tapFrame(t0, &f)
 	var err error
 	p.tr, err = p.preprocess(f, eng.Inputs()[p.inIdx])
 	p.tr = fullResolution(p.tr, f.Format)
@@ -388,6 +416,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	if err != nil {
 		p.stats.preErrors.Add(1)
 		p.errs.log(p.log, "preprocessing failed", "frame_seq", frameSeq, "format", f.Format.String(), "err", err)
+		p.untap(tapped, frameSeq, "preprocessing failed")
 		return
 	}
 	if tReady == 0 {
@@ -395,6 +424,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	}
 	t1 := monoNow()
 	if failpoint(ctx, "pipeline/infer") {
+		p.untap(tapped, frameSeq, "inference skipped")
 		return
 	}
 	err = eng.Infer(ctx)
@@ -402,6 +432,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 		err = fmt.Errorf("failpoint: %w", umem.ErrContextLost)
 	}
 	if err != nil {
+		p.untap(tapped, frameSeq, "inference failed")
 		if ctx.Err() != nil {
 			return
 		}
@@ -448,10 +479,44 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	for _, s := range p.sinks {
 		s.Publish(r)
 	}
+	if tapped {
+		p.tap.Finish(frameSeq, r, "")
+	}
 	p.stampInfer()
 	if !p.published.Swap(true) {
 		p.state.Store(int32(stateRunning))
 		p.host.refreshStatus()
+	}
+}
+
+// tapFrame hands f to the live preview when a viewer wants a picture now
+// (one atomic load otherwise), reading the slot where the pipeline reads
+// it anyway: on the host, before preprocessing and before the slot is
+// released. A slot the host may not read now (a CUDA stream owns it) is
+// not read: Host checks umem's ownership rules.
+func (p *pipeline) tapFrame(now int64, f *sensors.Frame) bool {
+	if !p.tap.Due(now) {
+		return false
+	}
+	var data []byte
+	if s, ok := f.Slot.(frameSlot); ok {
+		h, err := s.Buffer().Host()
+		if err != nil {
+			p.tap.Skip(fmt.Errorf("frame memory not readable on the host: %w", err))
+			return false
+		}
+		data = h[:min(f.BytesUsed, len(h))]
+	} else {
+		data = f.Data()
+	}
+	return p.tap.Copy(now, preview.Frame{Seq: f.Seq, TCapture: f.TCapture, Format: f.Format, Data: data, Matrix: p.previewMatrix})
+}
+
+// untap tells the preview the frame it copied (tapped) gave no result,
+// and why: the picture is shown without one.
+func (p *pipeline) untap(tapped bool, seq uint64, why string) {
+	if tapped {
+		p.tap.Finish(seq, nil, why)
 	}
 }
 

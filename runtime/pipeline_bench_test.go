@@ -5,13 +5,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/edged-dev/edged/configs"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/preview"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -137,6 +141,93 @@ func TestSteadyStateFrameAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v heap allocations per frame with engine %s", allocs, eng.Backend())
 	}
 	t.Logf("0 allocations per frame with the %s engine", eng.Backend())
+}
+
+// TestSteadyStateWithPreviewAllocatesNothing: with the live preview on and
+// nobody watching, a frame costs the preview one atomic load: the frame
+// path still allocates nothing, and nothing is copied.
+func TestSteadyStateWithPreviewAllocatesNothing(t *testing.T) {
+	p, _, f, done := benchPipeline(t, newNopEngine(t))
+	defer done()
+	hub := preview.New(preview.Options{Settings: preview.Settings{Enabled: true}})
+	defer hub.Close()
+	p.tap = hub.Tap(preview.Key{Pipeline: p.cfg.Name, Source: p.scfg.Name})
+	runFrames(t, p, f, 500, nil)
+	allocs := testing.AllocsPerRun(200, func() { runFrames(t, p, f, 1, nil) })
+	if allocs != 0 {
+		t.Fatalf("%v heap allocations per frame with the preview on and nobody watching", allocs)
+	}
+	if n, why := p.tap.Skipped(); n != 0 || p.tap.Due(monoNow()) {
+		t.Fatalf("the tap is due or skipped frames (%d: %s) with nobody watching", n, why)
+	}
+}
+
+// BenchmarkFramePreview is BenchmarkFrameOverhead with the live preview:
+// off (no tap: the baseline), on with nobody watching, and watched by one
+// and by four viewers of the MJPEG stream (real HTTP clients; 5 pictures a
+// second, copied from the frames this loop processes, encoded once and
+// sent to each viewer), with the whole process's CPU time per frame
+// (cpu-ns/frame: the pipeline, the tap's renderer and the viewer's
+// server). docs/PERFORMANCE.md ("Live preview") has the numbers.
+func BenchmarkFramePreview(b *testing.B) {
+	for _, mode := range []string{"off", "nobody-watching", "one-viewer", "four-viewers"} {
+		b.Run(mode, func(b *testing.B) {
+			p, _, f, done := benchPipeline(b, newNopEngine(b))
+			defer done()
+			if mode != "off" {
+				hub := preview.New(preview.Options{Settings: preview.Settings{Enabled: true}})
+				defer hub.Close()
+				p.tap = hub.Tap(preview.Key{Pipeline: p.cfg.Name, Source: p.scfg.Name})
+				viewers := map[string]int{"one-viewer": 1, "four-viewers": 4}[mode]
+				watch(b, hub, "/preview/"+p.cfg.Name+".mjpeg", viewers)
+				if viewers > 0 {
+					// The first picture: the viewers are in and the renderer runs.
+					for deadline := time.Now().Add(10 * time.Second); hub.Tap(preview.Key{Pipeline: p.cfg.Name, Source: p.scfg.Name}).Viewers() < viewers; {
+						if time.Now().After(deadline) {
+							b.Fatalf("%d viewers did not get in", viewers)
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}
+			runFrames(b, p, f, 100, nil)
+			lat := make([]int64, 0, b.N)
+			b.ReportAllocs()
+			cpu0 := cpuNs()
+			b.ResetTimer()
+			lat = runFrames(b, p, f, b.N, lat)
+			b.StopTimer()
+			b.ReportMetric(float64(cpuNs()-cpu0)/float64(b.N), "cpu-ns/frame")
+			reportQuantiles(b, lat)
+		})
+	}
+}
+
+// watch has n viewers read path of hub's routes, as a viewer would, until
+// the benchmark ends.
+func watch(tb testing.TB, hub *preview.Hub, path string, n int) {
+	if n == 0 {
+		return
+	}
+	mux := http.NewServeMux()
+	hub.Register(mux)
+	srv := httptest.NewServer(mux)
+	tb.Cleanup(srv.Close)
+	for range n {
+		r, err := http.Get(srv.URL + path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { r.Body.Close() })
+		go io.Copy(io.Discard, r.Body)
+	}
+}
+
+// cpuNs is the process's user and system CPU time.
+func cpuNs() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkFrameOverhead is the pipeline's own cost per 640x480 YUYV frame

@@ -703,4 +703,7 @@ func (d *daemon) setGraph(g *graph, ready bool) {
 	d.graph, d.cfg = g, g.cfg
 	d.ready = d.ready && ready
 	d.mu.Unlock()
+	if !g.transitional {
+		d.keepPictures(g)
+	}
 }
