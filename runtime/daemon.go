@@ -18,7 +18,7 @@ import (
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preview"
 	"github.com/edged-dev/edged/runtime/stream"
-	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -501,9 +501,9 @@ func (d *daemon) publishStatus(event, pipeline, source, reason string) {
 
 // publishEngineStatus sends a hot-reload event, naming the engine
 // generation now serving and the content examined.
-func (d *daemon) publishEngineStatus(event string, ev trt.ReloadEvent, reason string) {
+func (d *daemon) publishEngineStatus(event string, ev reload.Event, reason string) {
 	e := stream.EngineRef{Name: ev.Model, Generation: ev.Generation, SHA256: ev.SHAPrefix()}
-	if ev.Serving != ev.SHA256 && ev.Generation > 0 && ev.Outcome != trt.OutcomeReloaded {
+	if ev.Serving != ev.SHA256 && ev.Generation > 0 && ev.Outcome != reload.OutcomeReloaded {
 		e.Serving = ev.ServingPrefix() // the file examined is not what serves
 	}
 	d.publish(&stream.Record{Kind: stream.KindStatus, Event: event, Pipeline: ev.Target, Source: ev.Model, Model: ev.Model, Reason: reason, TNs: monoNow(), Engine: e})

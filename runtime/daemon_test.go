@@ -459,7 +459,7 @@ func (b *specBackend) Load(ctx context.Context, _ []byte, o trt.LoadOptions) (tr
 }
 
 // TestBuiltinModelIsStaged: the built-in model is accepted the one way any
-// engine is, trt.Stage, with the reload transaction's checks. An engine
+// engine is, reload.Stage, with the reload transaction's checks. An engine
 // whose output buffer is shorter than its shape passed the daemon's own
 // warm-up before (it read nothing it could not see) and ran; now the start
 // fails with trt.ErrWarmup, as a reload of such a file would.

@@ -15,6 +15,7 @@ import (
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -285,19 +286,19 @@ func (d *daemon) stopSensor(e *sensorEntry, deadline time.Time) error {
 // keeps being watched), so a power cut in the middle of replacing an
 // engine does not keep the device from starting.
 func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start bool) error {
-	newReloader := func(ts []*pipeline, want []trt.Signature) (*trt.Reloader, error) {
-		targets := make([]trt.Target, len(ts))
+	newReloader := func(ts []*pipeline, want []trt.Signature) (*reload.Reloader, error) {
+		targets := make([]reload.Target, len(ts))
 		for i, p := range ts {
-			targets[i] = trt.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p), Accept: p.acceptEngine}
+			targets[i] = reload.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p), Accept: p.acceptEngine}
 			if want != nil {
 				targets[i].Want = want[i]
 			}
 		}
-		r, err := trt.NewReloader(trt.ReloaderOptions{
+		r, err := reload.New(reload.Options{
 			Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets, MaxBytes: m.maxBytes,
-			OnEvent: func(ev trt.ReloadEvent) {
+			OnEvent: func(ev reload.Event) {
 				d.onReload(ev)
-				if lg != nil && ev.Outcome == trt.OutcomeReloaded {
+				if lg != nil && ev.Outcome == reload.OutcomeReloaded {
 					lg.keep(m.cfg.Name, m.path, ev.SHA256)
 				}
 			},
@@ -399,7 +400,7 @@ func LoadOptions(mc *config.Model, pc *config.Pipeline, alloc umem.Allocator) tr
 // fallBack serves the kept copy of the last good model file after the
 // configured file failed with cause. It returns cause when there is no
 // usable copy.
-func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause error, newReloader func([]*pipeline, []trt.Signature) (*trt.Reloader, error)) error {
+func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause error, newReloader func([]*pipeline, []trt.Signature) (*reload.Reloader, error)) error {
 	if lg == nil {
 		return cause
 	}
@@ -436,7 +437,7 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 }
 
 // loadBuiltin loads a built-in model for a pipeline through the reload
-// transaction's staging step (trt.Stage), binds the pipeline to the engine
+// transaction's staging step (reload.Stage), binds the pipeline to the engine
 // and installs it.
 func (m *model) loadBuiltin(ctx context.Context, d *daemon, p *pipeline) error {
 	name, _ := m.cfg.Builtin()
@@ -454,12 +455,12 @@ func (m *model) loadBuiltin(ctx context.Context, d *daemon, p *pipeline) error {
 }
 
 // stageInto stages model bytes (hash sum, read from from) for pipeline p
-// as a reload stages them (trt.Stage: staging gate, memory budget,
+// as a reload stages them (reload.Stage: staging gate, memory budget,
 // signature, warm-up with its timeout), binds p to the engine and installs
 // it.
 func (m *model) stageInto(ctx context.Context, d *daemon, p *pipeline, data []byte, sum [32]byte, from string) error {
 	start := time.Now()
-	st, err := trt.Stage(ctx, data, m.loadOptions(d, p), trt.Signature{}, trt.StageOptions{Backend: m.backend})
+	st, err := reload.Stage(ctx, data, m.loadOptions(d, p), trt.Signature{}, reload.StageOptions{Backend: m.backend})
 	if err != nil {
 		return fmt.Errorf("model %q (%s): %w", m.cfg.Name, from, err)
 	}
@@ -475,10 +476,10 @@ func (m *model) stageInto(ctx context.Context, d *daemon, p *pipeline, data []by
 
 // LoadEngine loads model mc of c for pipeline pc (nil: for no pipeline)
 // with backend, its tensors from alloc, the way the daemon loads it at
-// start, for edged check: a model file through a trt.Reloader's Load (the
+// start, for edged check: a model file through a reload.Reloader's Load (the
 // size limit, the memory budget and the format checked before it is read
 // whole, a file written in place waited for), a built-in model directly;
-// both stage the engine as every reload does (trt.Stage). The engine is
+// both stage the engine as every reload does (reload.Stage). The engine is
 // returned in a Hot of its own, which the caller closes.
 func LoadEngine(ctx context.Context, c *config.Config, mc *config.Model, pc *config.Pipeline, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
 	hot := &trt.Hot{}
@@ -488,19 +489,19 @@ func LoadEngine(ctx context.Context, c *config.Config, mc *config.Model, pc *con
 		if err != nil {
 			return nil, err
 		}
-		st, err := trt.Stage(ctx, data, load, trt.Signature{}, trt.StageOptions{Backend: backend})
+		st, err := reload.Stage(ctx, data, load, trt.Signature{}, reload.StageOptions{Backend: backend})
 		if err != nil {
 			return nil, err
 		}
 		st.Install(hot, mc.Name, sha256.Sum256(data))
 		return hot, nil
 	}
-	target := trt.Target{Name: mc.Name, Hot: hot, Load: load}
+	target := reload.Target{Name: mc.Name, Hot: hot, Load: load}
 	if pc != nil {
 		target.Name = pc.Name
 	}
-	r, err := trt.NewReloader(trt.ReloaderOptions{Path: c.Resolve(mc.Path), Model: mc.Name, Backend: backend,
-		Targets: []trt.Target{target}, MaxBytes: c.Daemon.MaxModelBytes})
+	r, err := reload.New(reload.Options{Path: c.Resolve(mc.Path), Model: mc.Name, Backend: backend,
+		Targets: []reload.Target{target}, MaxBytes: c.Daemon.MaxModelBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/sensors"
-	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -31,7 +31,7 @@ type MemoryNeed struct {
 	SlotBytes   int64 // bytes per slot
 	Model       string
 	ModelBytes  int64 // size of the model file
-	EngineBytes int64 // estimate: ModelBytes × trt.DefaultBudgetFactor
+	EngineBytes int64 // estimate: ModelBytes × reload.DefaultBudgetFactor
 	OnDevice    bool  // the engine lives in a discrete GPU's own memory
 	// TensorBytes are the engine's input and output tensors at the shapes
 	// it will bind (a dynamic input at the pipeline's preprocess.width and
@@ -131,7 +131,7 @@ func SourceSize(src sensors.Source, sc *config.Source) (int, int64) {
 // whether TensorRT engines live in a GPU's own memory. Each pipeline has
 // its own engine (ARCHITECTURE.md, item 1), estimated as trt's reload
 // budget estimates a staging engine (the model file size times
-// trt.DefaultBudgetFactor), plus the tensors it binds, read from the
+// reload.DefaultBudgetFactor), plus the tensors it binds, read from the
 // model file (modelTensors) without loading it, plus preprocessing's
 // tables and the source's decoding buffers.
 func PlanMemory(c *config.Config, sizes SourceSizes, discreteGPU bool) MemoryPlan {
@@ -162,7 +162,7 @@ func PlanMemory(c *config.Config, sizes SourceSizes, discreteGPU bool) MemoryPla
 			n.frame += ", slots sized for RGB24" // frameSize: decoded frames land as RGB24
 		}
 		n.ModelBytes = modelBytes(c, mc)
-		n.EngineBytes = int64(float64(n.ModelBytes) * trt.DefaultBudgetFactor)
+		n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
 		bn, _ := config.ModelBackend(mc)
 		n.OnDevice = discreteGPU && bn == "tensorrt"
 		inW, inH := pc.Preprocess.Width, pc.Preprocess.Height
@@ -380,7 +380,7 @@ func (r MemoryReport) String() string {
 // memoryReserve is what edged leaves to the rest of the system out of
 // total: a quarter of it (the OS, drivers, the page cache, on Jetson the
 // GPU's working memory), at least trt's staging reserve.
-func memoryReserve(total int64) int64 { return max(trt.DefaultBudgetReserve, total/4) }
+func memoryReserve(total int64) int64 { return max(reload.DefaultBudgetReserve, total/4) }
 
 // MemoryError lists where a configuration's memory goes when it does not
 // fit. It wraps ErrMemory, and config.ErrInvalid too when it cannot fit on this
@@ -439,7 +439,7 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 	if r.Checked && r.Need > r.Usable() {
 		for _, n := range plan.Needs {
 			pool := fmt.Sprintf("frame pool of %d slots (%s) × %s (%s) = %s", n.Slots, n.slotsWhy, FormatSize(n.SlotBytes), n.frame, FormatSize(n.PoolBytes()))
-			eng := fmt.Sprintf("engine about %s (model %q, file %s × %g)", FormatSize(n.EngineBytes), n.Model, FormatSize(n.ModelBytes), trt.DefaultBudgetFactor)
+			eng := fmt.Sprintf("engine about %s (model %q, file %s × %g)", FormatSize(n.EngineBytes), n.Model, FormatSize(n.ModelBytes), reload.DefaultBudgetFactor)
 			if n.OnDevice {
 				eng = "engine in GPU memory"
 			}
@@ -465,7 +465,7 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 			if r.DeviceNeed > r.DeviceFree+r.DeviceHeld-r.DeviceReserve {
 				for _, n := range plan.Needs {
 					if n.OnDevice {
-						probs = append(probs, c.Problem(fmt.Sprintf("model[%d].path", n.model), "pipeline %q: engine about %s in GPU memory (file %s × %g)", n.Pipeline, FormatSize(n.EngineBytes), FormatSize(n.ModelBytes), trt.DefaultBudgetFactor))
+						probs = append(probs, c.Problem(fmt.Sprintf("model[%d].path", n.model), "pipeline %q: engine about %s in GPU memory (file %s × %g)", n.Pipeline, FormatSize(n.EngineBytes), FormatSize(n.ModelBytes), reload.DefaultBudgetFactor))
 					}
 				}
 				msg := fmt.Sprintf("TensorRT engines need about %s of GPU memory, but the GPU has %s free (+ %s the running configuration holds) less %s kept", FormatSize(r.DeviceNeed), FormatSize(r.DeviceFree), FormatSize(r.DeviceHeld), FormatSize(r.DeviceReserve))
@@ -535,7 +535,7 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 		}
 		if mc := g.cfg.Model(p.cfg.Model); mc != nil && p.hot.Current() != nil {
 			n.ModelBytes = modelBytes(g.cfg, mc)
-			n.EngineBytes = int64(float64(n.ModelBytes) * trt.DefaultBudgetFactor)
+			n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
 			bn, _ := config.ModelBackend(mc)
 			n.OnDevice = discreteGPU && bn == "tensorrt"
 			eng := p.hot.Current().Engine

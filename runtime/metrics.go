@@ -18,7 +18,7 @@ import (
 
 	"github.com/edged-dev/edged/runtime/mqttsink"
 	"github.com/edged-dev/edged/runtime/stream"
-	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/umem"
 )
 
@@ -382,7 +382,7 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 		}
 	}
 	for name, md := range g.models {
-		r, ok := md.watch.(*trt.Reloader)
+		r, ok := md.watch.(*reload.Reloader)
 		if !ok {
 			continue
 		}

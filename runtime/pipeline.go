@@ -603,7 +603,7 @@ func (p *pipeline) newGeneration(gen *trt.Generation) {
 	}
 }
 
-// acceptEngine is the pipeline's trt.Target.Accept: an engine it cannot
+// acceptEngine is the pipeline's reload.Target.Accept: an engine it cannot
 // plan (its metadata's class names do not fit its outputs, say) is
 // rejected before it serves.
 func (p *pipeline) acceptEngine(e trt.Engine) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 )
 
 // A configuration change is a transaction, like an engine reload:
@@ -598,7 +599,7 @@ func (d *daemon) commit(base, next *graph, mode reconfig) error {
 	for _, m := range next.models {
 		if !m.started {
 			m.started = true
-			if r, ok := m.watch.(*trt.Reloader); ok && m.cfg.ReloadEnabled() {
+			if r, ok := m.watch.(*reload.Reloader); ok && m.cfg.ReloadEnabled() {
 				r.Start()
 			}
 		}

@@ -24,6 +24,15 @@ var (
 	ErrClosed        = errors.New("trt: engine closed")
 )
 
+// DefaultMaxBytes is the default ceiling of a model file: 1 GiB.
+// The largest engines that run on a Jetson are a few hundred MiB
+// (YOLOv8x FP32: about 270 MiB as ONNX or as a TensorRT plan), and a
+// reload of a 1 GiB file needs about 3 GiB at its peak (the bytes
+// read, plus twice that for staging, see reload.MemInfoBudget), which an
+// 8 GiB Jetson can still give while serving; the memory budget
+// refuses it first on smaller ones.
+const DefaultMaxBytes = 1 << 30
+
 // DataType is a tensor element type.
 type DataType int
 
@@ -213,7 +222,7 @@ type LoadOptions struct {
 	// reload's: the pipeline's). A backend that reads the model's inputs
 	// before it allocates them refuses other inputs with ErrSignature
 	// then, so a replacement declaring a huge input costs no allocation.
-	// Stage sets it from its want.
+	// reload.Stage sets it from its want.
 	Want Signature
 }
 

@@ -240,7 +240,7 @@ func TestBadModelFileNamesTheBackendOnce(t *testing.T) {
 // check before the read, no staging gate, memory budget, warm-up timeout or
 // shape checks), so it refused a torn .onnx for another reason than run
 // did. Both now load through the reload transaction (runtime.LoadEngine
-// and the daemon's start: trt.Reloader.Load, trt.Stage): the reason is the
+// and the daemon's start: reload.Reloader.Load, reload.Stage): the reason is the
 // same, word for word.
 func TestCheckLoadsModelsAsRunDoes(t *testing.T) {
 	lib := needORT(t)

@@ -382,6 +382,89 @@ func TestImportDirections(t *testing.T) {
 	}
 }
 
+// moduleImports returns, for each of the module's packages (as its path
+// below the module), what its files other than tests import, whatever
+// their build constraints.
+func moduleImports(t *testing.T) map[string][]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	root := filepath.Join("..", "..")
+	imports := map[string][]string{}
+	for dir, files := range packages(t) {
+		rel, _ := filepath.Rel(root, dir)
+		rel = filepath.ToSlash(rel)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ignored(af.Comments) {
+				continue
+			}
+			for _, imp := range af.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if !slices.Contains(imports[rel], path) {
+					imports[rel] = append(imports[rel], path)
+				}
+			}
+		}
+	}
+	return imports
+}
+
+// deps is every import path pkg depends on through the module's packages
+// (what go list -deps says, less the dependencies of other modules), with
+// the chain that brings each in.
+func deps(imports map[string][]string, pkg string) map[string]string {
+	const module = "github.com/edged-dev/edged/"
+	via := map[string]string{}
+	var walk func(rel, chain string)
+	walk = func(rel, chain string) {
+		for _, path := range imports[rel] {
+			if _, seen := via[path]; seen {
+				continue
+			}
+			via[path] = chain + " -> " + path
+			if dep, ok := strings.CutPrefix(path, module); ok {
+				walk(dep, via[path])
+			}
+		}
+	}
+	walk(pkg, pkg)
+	return via
+}
+
+// TestFileWatchingOnlyInTheReloader: the engine contract (trt), its
+// backends and fakes (trt/onnx, trt/tensorrt, trt/plan, trt/trttest,
+// trt/demomodel) and the configuration (runtime/config) depend neither on
+// fsnotify nor on trt/reload, the hot-reload machinery that watches model
+// files: go list -deps ./trt has no fsnotify in it.
+func TestFileWatchingOnlyInTheReloader(t *testing.T) {
+	imports := moduleImports(t)
+	checked := 0
+	for pkg := range imports {
+		if !(matchPkg(pkg, "trt") && !matchPkg(pkg, "trt/reload") || pkg == "runtime/config") {
+			continue
+		}
+		checked++
+		via := deps(imports, pkg)
+		for _, bad := range []string{"github.com/fsnotify/fsnotify", "github.com/edged-dev/edged/trt/reload"} {
+			if chain, ok := via[bad]; ok {
+				t.Errorf("%s depends on %s (%s): only trt/reload and what imports it watch files", pkg, bad, chain)
+			}
+		}
+	}
+	if checked < 7 {
+		t.Errorf("checked %d packages of trt/ and runtime/config; the walk is broken", checked)
+	}
+	if _, ok := deps(imports, "trt/reload")["github.com/fsnotify/fsnotify"]; !ok {
+		t.Errorf("trt/reload does not import fsnotify: is the file watching somewhere else now?")
+	}
+}
+
 // issueRef is a reference to the project's issue tracker by number ("issue
 // 9", "issues 10 to 12", "Issue #14").
 var issueRef = regexp.MustCompile(`(?i)\bissues?\s+#?[0-9]+`)

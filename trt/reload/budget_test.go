@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 )
 
 // meminfoRoot builds a fake root whose /proc/meminfo says MemAvailable
@@ -32,7 +33,7 @@ Cached:          1801952 kB
 
 func TestMemInfoBudget(t *testing.T) {
 	root := meminfoRoot(t, orinMeminfo) // 400 MiB available
-	b := trt.MemInfoBudget{Root: root}
+	b := reload.MemInfoBudget{Root: root}
 	if err := b.Check(100 << 20); err != nil { // 2 x 100 + 64 = 264 MiB
 		t.Fatalf("100 MiB model: %v", err)
 	}
@@ -40,21 +41,21 @@ func TestMemInfoBudget(t *testing.T) {
 	if !errors.Is(err, trt.ErrMemory) || !strings.Contains(err.Error(), "MemAvailable 400 MiB") || !strings.Contains(err.Error(), filepath.Join(root, "proc", "meminfo")) {
 		t.Fatalf("200 MiB model: %v", err)
 	}
-	if err := (trt.MemInfoBudget{Root: root, Factor: 1, Reserve: -1}).Check(400 << 20); err != nil {
+	if err := (reload.MemInfoBudget{Root: root, Factor: 1, Reserve: -1}).Check(400 << 20); err != nil {
 		t.Fatalf("factor 1, no reserve: %v", err)
 	}
-	if err := (trt.MemInfoBudget{Root: root, Factor: 1, Reserve: 1}).Check(400 << 20); !errors.Is(err, trt.ErrMemory) {
+	if err := (reload.MemInfoBudget{Root: root, Factor: 1, Reserve: 1}).Check(400 << 20); !errors.Is(err, trt.ErrMemory) {
 		t.Fatalf("factor 1, 1-byte reserve: %v", err)
 	}
 	// No meminfo, or one without MemAvailable: the reload goes ahead.
-	if err := (trt.MemInfoBudget{Root: t.TempDir()}).Check(1 << 40); err != nil {
+	if err := (reload.MemInfoBudget{Root: t.TempDir()}).Check(1 << 40); err != nil {
 		t.Fatalf("missing meminfo: %v", err)
 	}
-	if err := (trt.MemInfoBudget{Root: meminfoRoot(t, "MemTotal: 1 kB\n")}).Check(1 << 40); err != nil {
+	if err := (reload.MemInfoBudget{Root: meminfoRoot(t, "MemTotal: 1 kB\n")}).Check(1 << 40); err != nil {
 		t.Fatalf("no MemAvailable: %v", err)
 	}
 	// A 1 TiB model does not fit this machine's real memory.
-	if err := (trt.MemInfoBudget{}).Check(1 << 40); !errors.Is(err, trt.ErrMemory) {
+	if err := (reload.MemInfoBudget{}).Check(1 << 40); !errors.Is(err, trt.ErrMemory) {
 		t.Fatalf("1 TiB model on this machine: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package trt
+package reload
 
 import (
 	"errors"

@@ -1,6 +1,8 @@
-package trt
+package reload
 
 import (
+	"github.com/edged-dev/edged/trt"
+
 	"fmt"
 	"path/filepath"
 
@@ -62,7 +64,7 @@ func (b MemInfoBudget) Check(modelBytes int64) error {
 		return nil
 	}
 	return fmt.Errorf("%w: staging a %d MiB model needs about %d MiB (%.1f x file size + %d MiB reserve) but %s reports MemAvailable %d MiB; free memory (on Jetson the GPU shares system DRAM) or lower the budget factor",
-		ErrMemory, mib(modelBytes), mib(need), factor, mib(reserve), path, mib(avail))
+		trt.ErrMemory, mib(modelBytes), mib(need), factor, mib(reserve), path, mib(avail))
 }
 
 func rootOr(root string) string {

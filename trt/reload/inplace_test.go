@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/trttest"
 )
 
@@ -40,17 +41,17 @@ func writeInPlaceWithPause(t *testing.T, h *harness, data []byte, pause time.Dur
 // period, so that refusal is not final: no engine_rejected, and the whole
 // file is installed.
 func TestReloadInPlaceWriterPauses(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Grace = 0 }) // the default, 10 s
+	h := newHarness(t, func(o *reload.Options) { o.Grace = 0 }) // the default, 10 s
 	h.start(model(1))
 	full := trttest.Spec{Value: 2, Pad: 256 << 10}.Bytes()
 	writeInPlaceWithPause(t, h, full, 3*time.Second)
 	incomplete := false
 	for {
 		ev := h.next()
-		if ev.Outcome == trt.OutcomeReloaded {
+		if ev.Outcome == reload.OutcomeReloaded {
 			break
 		}
-		if ev.Outcome == trt.OutcomeRejected {
+		if ev.Outcome == reload.OutcomeRejected {
 			t.Fatalf("the half-written file was rejected: %v", ev)
 		}
 		if ev.Reason != nil && strings.Contains(ev.Reason.Error(), "incomplete?") {
@@ -70,7 +71,7 @@ func TestReloadInPlaceWriterPauses(t *testing.T) {
 // written in place (modified a moment ago, refused as it is) is waited for
 // within the grace period instead of failing the start.
 func TestLoadWaitsForInPlaceWriter(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Grace = 0 }) // the default, 10 s
+	h := newHarness(t, func(o *reload.Options) { o.Grace = 0 }) // the default, 10 s
 	full := trttest.Spec{Value: 3, Pad: 64 << 10}.Bytes()
 	done := make(chan struct{})
 	go func() {
@@ -97,7 +98,7 @@ func TestLoadWaitsForInPlaceWriter(t *testing.T) {
 // than the grace period gets its half file rejected, and the rejection
 // says it may be incomplete; the finished file is installed when it comes.
 func TestReloadInPlaceWriterPausesPastGrace(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Grace = 500 * time.Millisecond })
+	h := newHarness(t, func(o *reload.Options) { o.Grace = 500 * time.Millisecond })
 	h.start(model(1))
 	full := trttest.Spec{Value: 2, Pad: 64 << 10}.Bytes()
 	done := make(chan struct{})
@@ -108,11 +109,11 @@ func TestReloadInPlaceWriterPausesPastGrace(t *testing.T) {
 	// Pending at once (issue 19: the refusal was held 10 s in silence),
 	// saying until when; then the rejection.
 	t0 := time.Now()
-	ev := h.expect(trt.OutcomePending)
+	ev := h.expect(reload.OutcomePending)
 	if !errors.Is(ev.Reason, trt.ErrEngineInvalid) || ev.Until.Before(t0) || ev.Until.After(t0.Add(time.Second)) || ev.Serving == ev.SHA256 || ev.Generation != 1 {
 		t.Fatalf("pending %v until %v: want ErrEngineInvalid, judged within the grace, generation 1 serving", ev, ev.Until)
 	}
-	ev = h.expect(trt.OutcomeRejected)
+	ev = h.expect(reload.OutcomeRejected)
 	if !errors.Is(ev.Reason, trt.ErrEngineInvalid) || !strings.Contains(ev.Reason.Error(), "incomplete?") || !strings.Contains(ev.Reason.Error(), "modified in place") {
 		t.Fatalf("rejection %v: want ErrEngineInvalid saying the file written in place may be incomplete", ev)
 	}
@@ -120,17 +121,17 @@ func TestReloadInPlaceWriterPausesPastGrace(t *testing.T) {
 		t.Errorf("rejected before the time pending said")
 	}
 	<-done
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 }
 
 // TestReloadRenamedBadFileNotHeld: a file renamed into place is complete
 // by construction, so its rejection is not held for the grace period.
 func TestReloadRenamedBadFileNotHeld(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Grace = time.Hour })
+	h := newHarness(t, func(o *reload.Options) { o.Grace = time.Hour })
 	h.start(model(1))
 	h.replace("model.onnx", model(2)[:20])
-	ev := h.expect(trt.OutcomeRejected)
+	ev := h.expect(reload.OutcomeRejected)
 	if strings.Contains(ev.Reason.Error(), "incomplete?") {
 		t.Errorf("rejection of a renamed file says incomplete?: %v", ev)
 	}

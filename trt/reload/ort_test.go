@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/demomodel"
 	"github.com/edged-dev/edged/trt/onnx"
+	"github.com/edged-dev/edged/trt/reload"
 )
 
 var (
@@ -90,7 +91,7 @@ func classify(t *testing.T, hot *trt.Hot, variant int, gen uint64) {
 
 func TestReloadORTDemoVariants(t *testing.T) {
 	be := ortBackend(t)
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Backend = be })
+	h := newHarness(t, func(o *reload.Options) { o.Backend = be })
 	h.start(demo(t, demomodel.Options{}))
 	if err := h.r.Want(0).Check(demomodel.Options{}.Signature()); err != nil {
 		t.Fatalf("pinned signature: %v", err)
@@ -98,7 +99,7 @@ func TestReloadORTDemoVariants(t *testing.T) {
 	classify(t, h.hot, 0, 1)
 	for n := 1; n <= 3; n++ {
 		h.replace("model.onnx", demo(t, demomodel.Options{Permutation: n}))
-		ev := h.expect(trt.OutcomeReloaded)
+		ev := h.expect(reload.OutcomeReloaded)
 		if ev.Generation != uint64(n+1) {
 			t.Fatalf("event %v", ev)
 		}
@@ -117,13 +118,13 @@ func TestReloadORTDemoVariants(t *testing.T) {
 		{"empty", []byte{}, trt.ErrEngineInvalid},
 	} {
 		h.replace("model.onnx", c.model)
-		ev := h.expect(trt.OutcomeRejected)
+		ev := h.expect(reload.OutcomeRejected)
 		if !errors.Is(ev.Reason, c.want) {
 			t.Errorf("%s: reason %v, want %v", c.name, ev.Reason, c.want)
 		}
 		classify(t, h.hot, 3, 4)
 	}
 	h.replace("model.onnx", demo(t, demomodel.Options{Permutation: 6}))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	classify(t, h.hot, 6, 5)
 }

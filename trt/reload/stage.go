@@ -1,6 +1,8 @@
-package trt
+package reload
 
 import (
+	"github.com/edged-dev/edged/trt"
+
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +16,7 @@ import (
 // validated but not yet installed or closed) at once.
 //
 // Every Reloader uses one process-wide gate of one unless
-// ReloaderOptions.Gate names another: on Jetson the GPU memory is the system
+// Options.Gate names another: on Jetson the GPU memory is the system
 // DRAM, so two models staging at the same time compete for the same memory
 // the serving engines use.
 type StagingGate struct{ ch chan struct{} }
@@ -40,7 +42,7 @@ func (g *StagingGate) release() { <-g.ch }
 // StageOptions configure Stage.
 type StageOptions struct {
 	// Backend loads the engine.
-	Backend Backend
+	Backend trt.Backend
 	// Budget is asked with the model size before the engine is created;
 	// nil means MemInfoBudget{}.Check.
 	Budget Budget
@@ -56,7 +58,7 @@ type StageOptions struct {
 // the staging gate until Install or Close.
 type Staged struct {
 	// Engine is the validated, warmed-up engine.
-	Engine Engine
+	Engine trt.Engine
 	gate   *StagingGate
 	once   sync.Once
 }
@@ -75,7 +77,7 @@ type Staged struct {
 // holds the gate. On failure nothing is held, and the error wraps a trt
 // sentinel (ErrMemory, ErrEngineInvalid, ErrSignature, ErrWarmup, ...) or
 // is ctx's error when ctx ended.
-func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, o StageOptions) (_ *Staged, err error) {
+func Stage(ctx context.Context, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions) (_ *Staged, err error) {
 	if o.Budget == nil {
 		o.Budget = MemInfoBudget{}.Check
 	}
@@ -86,12 +88,12 @@ func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, 
 		o.WarmupTimeout = DefaultWarmupTimeout
 	}
 	if o.Backend == nil {
-		return nil, fmt.Errorf("%w: no backend to stage the model with", ErrBackend)
+		return nil, fmt.Errorf("%w: no backend to stage the model with", trt.ErrBackend)
 	}
 	if err := o.Gate.acquire(ctx); err != nil {
 		return nil, err
 	}
-	var e Engine
+	var e trt.Engine
 	defer func() {
 		if err != nil {
 			if e != nil {
@@ -104,8 +106,8 @@ func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, 
 		}
 	}()
 	if err := o.Budget(int64(len(model))); err != nil {
-		if !errors.Is(err, ErrMemory) {
-			err = fmt.Errorf("%w: %w", ErrMemory, err)
+		if !errors.Is(err, trt.ErrMemory) {
+			err = fmt.Errorf("%w: %w", trt.ErrMemory, err)
 		}
 		return nil, err
 	}
@@ -113,22 +115,22 @@ func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, 
 	e, err = o.Backend.Load(ctx, model, load)
 	if err != nil {
 		switch {
-		case RejectReason(err) == ReasonOther:
-			err = fmt.Errorf("%w: %s backend: %w", ErrEngineInvalid, o.Backend.Name(), err)
-		case errors.Is(err, ErrSignature) && !want.empty():
+		case trt.RejectReason(err) == trt.ReasonOther:
+			err = fmt.Errorf("%w: %s backend: %w", trt.ErrEngineInvalid, o.Backend.Name(), err)
+		case errors.Is(err, trt.ErrSignature) && !unset(want):
 			err = fmt.Errorf("%w%s", err, signatureHint)
 		}
 		return nil, err
 	}
 	if e == nil {
-		return nil, fmt.Errorf("%w: %s backend returned no engine", ErrEngineInvalid, o.Backend.Name())
+		return nil, fmt.Errorf("%w: %s backend returned no engine", trt.ErrEngineInvalid, o.Backend.Name())
 	}
-	got := SignatureOf(e)
+	got := trt.SignatureOf(e)
 	if len(got.Inputs) == 0 || len(got.Outputs) == 0 {
-		return nil, fmt.Errorf("%w: the engine has %d inputs and %d outputs, want at least one of each", ErrSignature, len(got.Inputs), len(got.Outputs))
+		return nil, fmt.Errorf("%w: the engine has %d inputs and %d outputs, want at least one of each", trt.ErrSignature, len(got.Inputs), len(got.Outputs))
 	}
-	if !want.empty() {
-		if err := got.checkStaged(want); err != nil {
+	if !unset(want) {
+		if err := checkStaged(got, want); err != nil {
 			return nil, fmt.Errorf("%w%s", err, signatureHint)
 		}
 	}
@@ -140,7 +142,7 @@ func Stage(ctx context.Context, model []byte, load LoadOptions, want Signature, 
 
 // Install puts the engine in h as model's content sha, releases the
 // staging gate and returns the new generation.
-func (s *Staged) Install(h *Hot, model string, sha [32]byte) *Generation {
+func (s *Staged) Install(h *trt.Hot, model string, sha [32]byte) *trt.Generation {
 	g := h.Install(s.Engine, model, sha)
 	s.once.Do(s.gate.release)
 	return g
@@ -161,13 +163,14 @@ func (s *Staged) Close() error {
 // signatureHint ends the message of an engine refused for its signature.
 const signatureHint = " (pipelines are built for their engine's tensors: export the model with the same inputs and outputs, or restart edged to rebuild the pipeline for the new ones)"
 
-func (s Signature) empty() bool { return len(s.Inputs) == 0 && len(s.Outputs) == 0 }
+// unset reports whether s has no tensors: no signature to check against.
+func unset(s trt.Signature) bool { return len(s.Inputs) == 0 && len(s.Outputs) == 0 }
 
-// checkStaged is Check for a freshly loaded engine, whose outputs may
+// checkStaged is s.Check(want) for a freshly loaded engine, whose outputs may
 // still have dynamic (-1) dimensions that only inference resolves: those
 // match any dimension of want. warmup checks the resolved shapes.
-func (s Signature) checkStaged(want Signature) error {
-	adj := Signature{Inputs: s.Inputs, Outputs: make([]TensorSpec, len(s.Outputs))}
+func checkStaged(s, want trt.Signature) error {
+	adj := trt.Signature{Inputs: s.Inputs, Outputs: make([]trt.TensorSpec, len(s.Outputs))}
 	for i, o := range s.Outputs {
 		adj.Outputs[i] = o
 		if i < len(want.Outputs) && len(o.Shape) == len(want.Outputs[i].Shape) && o.Elements() < 0 {
@@ -186,7 +189,7 @@ func (s Signature) checkStaged(want Signature) error {
 // warmup fills the inputs deterministically, runs one inference and
 // rejects errors, outputs that are still dynamic, smaller than their shape
 // or different from want, and NaN or Inf values.
-func warmup(ctx context.Context, e Engine, want Signature, timeout time.Duration) error {
+func warmup(ctx context.Context, e trt.Engine, want trt.Signature, timeout time.Duration) error {
 	for _, t := range e.Inputs() {
 		fillInput(t)
 	}
@@ -198,31 +201,31 @@ func warmup(ctx context.Context, e Engine, want Signature, timeout time.Duration
 			return ctx.Err()
 		}
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("%w: the inference did not finish within %s: %w", ErrWarmup, timeout, err)
+			return fmt.Errorf("%w: the inference did not finish within %s: %w", trt.ErrWarmup, timeout, err)
 		}
-		return fmt.Errorf("%w: %w", ErrWarmup, err)
+		return fmt.Errorf("%w: %w", trt.ErrWarmup, err)
 	}
 	for _, t := range e.Outputs() {
 		n := t.Bytes()
 		if n < 0 {
-			return fmt.Errorf("%w: output %s still has a dynamic shape after inference", ErrWarmup, t.TensorSpec)
+			return fmt.Errorf("%w: output %s still has a dynamic shape after inference", trt.ErrWarmup, t.TensorSpec)
 		}
 		if t.Buf == nil || int64(t.Buf.Len()) < n {
 			l := 0
 			if t.Buf != nil {
 				l = t.Buf.Len()
 			}
-			return fmt.Errorf("%w: output %s needs %d bytes but its buffer has %d", ErrWarmup, t.TensorSpec, n, l)
+			return fmt.Errorf("%w: output %s needs %d bytes but its buffer has %d", trt.ErrWarmup, t.TensorSpec, n, l)
 		}
 	}
-	if !want.empty() {
-		if err := SignatureOf(e).Check(want); err != nil {
-			return fmt.Errorf("%w: after inference: %w", ErrWarmup, err)
+	if !unset(want) {
+		if err := trt.SignatureOf(e).Check(want); err != nil {
+			return fmt.Errorf("%w: after inference: %w", trt.ErrWarmup, err)
 		}
 	}
 	for _, t := range e.Outputs() {
 		if i, v, ok := firstNonFinite(t); !ok {
-			return fmt.Errorf("%w: output %s element %d is %v on the warm-up input (the model is broken or was exported wrongly; check it with the tool that built it)", ErrWarmup, t.TensorSpec, i, v)
+			return fmt.Errorf("%w: output %s element %d is %v on the warm-up input (the model is broken or was exported wrongly; check it with the tool that built it)", trt.ErrWarmup, t.TensorSpec, i, v)
 		}
 	}
 	return nil
@@ -232,7 +235,7 @@ func warmup(ctx context.Context, e Engine, want Signature, timeout time.Duration
 // values in [0, 1] for floats, a byte ramp for 8-bit types and zeros for
 // wider integers and booleans (safe for index inputs). Inputs the CPU
 // cannot reach are left as the backend allocated them.
-func fillInput(t *Tensor) {
+func fillInput(t *trt.Tensor) {
 	if t.Buf == nil {
 		return
 	}
@@ -245,21 +248,21 @@ func fillInput(t *Tensor) {
 		return
 	}
 	switch t.Type {
-	case Float32:
+	case trt.Float32:
 		v := unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
 		for i := range v {
 			v[i] = float32(i*7%256) / 255
 		}
-	case Float16:
+	case trt.Float16:
 		v := unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), n)
 		for i := range v {
 			v[i] = halfBits(float32(i*7%256) / 255)
 		}
-	case Uint8:
+	case trt.Uint8:
 		for i := range b[:n] {
 			b[i] = byte(i * 7)
 		}
-	case Int8:
+	case trt.Int8:
 		for i := range b[:n] {
 			b[i] = byte(i * 7 % 128)
 		}
@@ -281,7 +284,7 @@ func halfBits(f float32) uint16 {
 
 // firstNonFinite scans a float output the CPU can read; ok is false at the
 // first NaN or Inf. Other types and unreadable buffers pass.
-func firstNonFinite(t *Tensor) (int, float64, bool) {
+func firstNonFinite(t *trt.Tensor) (int, float64, bool) {
 	if t.Buf == nil {
 		return 0, 0, true
 	}
@@ -296,14 +299,14 @@ func firstNonFinite(t *Tensor) (int, float64, bool) {
 		return 0, 0, true
 	}
 	switch t.Type {
-	case Float32:
+	case trt.Float32:
 		v := unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
 		for i, x := range v {
 			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
 				return i, f, false
 			}
 		}
-	case Float16:
+	case trt.Float16:
 		v := unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), n)
 		for i, x := range v {
 			if x&0x7c00 == 0x7c00 {

@@ -1,11 +1,12 @@
-package trt
+package reload
 
 import (
+	"github.com/edged-dev/edged/trt"
+
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -41,12 +42,12 @@ const (
 	OutcomeWatching
 	// OutcomeIncomplete: the content read was refused, but the file had
 	// been modified in place just before and changed again within
-	// ReloaderOptions.Grace: an in-place writer was still writing it
+	// Options.Grace: an in-place writer was still writing it
 	// (Reason says "incomplete?" when it grew). Not a rejection: nothing
 	// is quarantined, and the new content is checked.
 	OutcomeIncomplete
 	// OutcomePending: the content read was refused, but the file was
-	// modified in place less than ReloaderOptions.Grace ago, so the
+	// modified in place less than Options.Grace ago, so the
 	// refusal is held until Until (Grace after the modification) in case
 	// a writer is still writing it; Reason is the refusal so far. Sent
 	// when the hold begins; OutcomeRejected or OutcomeIncomplete follows.
@@ -62,8 +63,8 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// ReloadEvent reports one outcome of a Reloader for one target.
-type ReloadEvent struct {
+// Event reports one outcome of a Reloader for one target.
+type Event struct {
 	Model   string // model name
 	Target  string // target (pipeline) name
 	Path    string // model file as configured
@@ -90,10 +91,10 @@ type ReloadEvent struct {
 }
 
 // SHAPrefix is the first 12 hex digits of SHA256, or "" when it is zero.
-func (e ReloadEvent) SHAPrefix() string { return shaPrefix(e.SHA256) }
+func (e Event) SHAPrefix() string { return shaPrefix(e.SHA256) }
 
 // ServingPrefix is the first 12 hex digits of Serving, or "".
-func (e ReloadEvent) ServingPrefix() string { return shaPrefix(e.Serving) }
+func (e Event) ServingPrefix() string { return shaPrefix(e.Serving) }
 
 func shaPrefix(h [32]byte) string {
 	if h == ([32]byte{}) {
@@ -102,43 +103,31 @@ func shaPrefix(h [32]byte) string {
 	return hex.EncodeToString(h[:6])
 }
 
-// Details is err's message without the sentinel's words it starts with
-// ("trt: invalid model file: "), which Headline says better.
-func Details(err error) string {
-	msg := err.Error()
-	for _, s := range []error{ErrEngineInvalid, ErrVersion, ErrSignature, ErrWarmup, ErrMemory, ErrTooLarge, ErrBackend} {
-		if rest, ok := strings.CutPrefix(msg, s.Error()+": "); ok && errors.Is(err, s) {
-			return rest
-		}
-	}
-	return msg
-}
-
 // Headline is the sentence a person acts on for a rejection err of the
 // file at path: what is wrong and what to do, by RejectReason; the error
 // itself holds the details.
 func Headline(err error, path string) string {
 	file := filepath.Base(path)
-	switch RejectReason(err) {
-	case ReasonInvalid:
+	switch trt.RejectReason(err) {
+	case trt.ReasonInvalid:
 		return file + " is not a usable model file: copy or export it again"
-	case ReasonVersion:
+	case trt.ReasonVersion:
 		return file + " was built by another TensorRT version than this device's: build it on this device (trtexec), or export it version-compatible"
-	case ReasonSignature:
+	case trt.ReasonSignature:
 		return file + "'s inputs or outputs differ from those of the engine its pipeline was built for: export it with the same tensors, or change the pipeline"
-	case ReasonWarmup:
+	case trt.ReasonWarmup:
 		return file + " loaded, but its warm-up inference failed: check the export (precision, opset)"
-	case ReasonMemory:
+	case trt.ReasonMemory:
 		return file + " does not fit in the memory free now beside the serving engine: it is tried again at the next rescan"
-	case ReasonTooLarge:
+	case trt.ReasonTooLarge:
 		return file + " is larger than daemon.max_model_bytes: raise the limit or use a smaller model"
-	case ReasonBackend:
+	case trt.ReasonBackend:
 		return "the backend cannot load " + file + " now: it is tried again at the next rescan"
 	}
 	return file + " cannot be used"
 }
 
-func (e ReloadEvent) String() string {
+func (e Event) String() string {
 	s := fmt.Sprintf("model %s target %s: %s gen=%d", e.Model, e.Target, e.Outcome, e.Generation)
 	if p := e.SHAPrefix(); p != "" {
 		s += " sha256=" + p
@@ -149,52 +138,15 @@ func (e ReloadEvent) String() string {
 	return s
 }
 
-// Rejection reasons as returned by RejectReason; they are stable metric
-// label values.
-const (
-	ReasonInvalid   = "invalid"
-	ReasonVersion   = "version"
-	ReasonSignature = "signature"
-	ReasonWarmup    = "warmup"
-	ReasonMemory    = "memory"
-	ReasonTooLarge  = "too_large"
-	ReasonBackend   = "backend"
-	ReasonOther     = "other"
-)
-
-// RejectReason names the trt sentinel err wraps, for counting and for
-// status records.
-func RejectReason(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrWarmup):
-		return ReasonWarmup
-	case errors.Is(err, ErrSignature):
-		return ReasonSignature
-	case errors.Is(err, ErrVersion):
-		return ReasonVersion
-	case errors.Is(err, ErrMemory):
-		return ReasonMemory
-	case errors.Is(err, ErrTooLarge):
-		return ReasonTooLarge
-	case errors.Is(err, ErrBackend):
-		return ReasonBackend
-	case errors.Is(err, ErrEngineInvalid):
-		return ReasonInvalid
-	}
-	return ReasonOther
-}
-
 // transient reports whether a rejection may go away without the file
 // changing; such content is retried at the next periodic rescan instead of
 // being quarantined.
 func transient(err error) bool {
-	return errors.Is(err, ErrMemory) || errors.Is(err, ErrBackend)
+	return errors.Is(err, trt.ErrMemory) || errors.Is(err, trt.ErrBackend)
 }
 
-// ReloadStats are a Reloader's counters since it was created.
-type ReloadStats struct {
+// Stats are a Reloader's counters since it was created.
+type Stats struct {
 	Checks      uint64 // file checks after debouncing
 	Reloaded    uint64 // engines installed by reloads (not the initial Load)
 	Rejected    uint64 // staged engines rejected

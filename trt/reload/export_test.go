@@ -1,10 +1,10 @@
-package trt
+package reload
 
 import (
 	"time"
 )
 
-// Test seams for the external tests in package trt_test.
+// Test seams for the external tests in package reload_test.
 
 // InjectWatchError delivers err as if fsnotify had sent it on Errors.
 func (r *Reloader) InjectWatchError(err error) { r.inject <- err }

@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/trttest"
 	"github.com/fsnotify/fsnotify"
 )
@@ -62,7 +63,7 @@ func TestScript(t *testing.T) {
 type scriptRun struct {
 	t       *testing.T
 	h       *harness
-	edits   []func(*trt.ReloaderOptions)
+	edits   []func(*reload.Options)
 	deaf    bool
 	refuse  chan bool
 	file    string
@@ -106,7 +107,7 @@ func (s *scriptRun) fatalf(format string, a ...any) {
 // harness creates the harness on first use, with the options so far.
 func (s *scriptRun) harness() *harness {
 	if s.h == nil {
-		s.h = newHarness(s.t, func(o *trt.ReloaderOptions) {
+		s.h = newHarness(s.t, func(o *reload.Options) {
 			o.Budget = func(n int64) error {
 				r := <-s.refuse
 				s.refuse <- r
@@ -158,13 +159,13 @@ func (s *scriptRun) do(args []string) {
 			}
 			switch k {
 			case "debounce":
-				s.edits = append(s.edits, func(o *trt.ReloaderOptions) { o.Debounce = d })
+				s.edits = append(s.edits, func(o *reload.Options) { o.Debounce = d })
 			case "settle":
-				s.edits = append(s.edits, func(o *trt.ReloaderOptions) { o.Settle = d })
+				s.edits = append(s.edits, func(o *reload.Options) { o.Settle = d })
 			case "rescan":
-				s.edits = append(s.edits, func(o *trt.ReloaderOptions) { o.Rescan = d })
+				s.edits = append(s.edits, func(o *reload.Options) { o.Rescan = d })
 			case "poll":
-				s.edits = append(s.edits, func(o *trt.ReloaderOptions) { o.Poll = d })
+				s.edits = append(s.edits, func(o *reload.Options) { o.Poll = d })
 			default:
 				s.fatalf("unknown option %q", k)
 			}

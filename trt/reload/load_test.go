@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 )
 
 // TestReloadSwapUnderLoad runs inferences back to back while 50 reloads
 // happen: each must use a live engine, produce the output of the model
 // its generation was loaded from, and see generations that never go back.
 func TestReloadSwapUnderLoad(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) {
+	h := newHarness(t, func(o *reload.Options) {
 		o.Debounce = 20 * time.Millisecond
 		o.Settle = 10 * time.Millisecond
 	})
@@ -68,7 +69,7 @@ func TestReloadSwapUnderLoad(t *testing.T) {
 		data := model(float32(i))
 		values.Store(sha256.Sum256(data), float32(i))
 		h.replace("model.onnx", data)
-		ev := h.expect(trt.OutcomeReloaded)
+		ev := h.expect(reload.OutcomeReloaded)
 		if ev.Generation != uint64(i+1) {
 			t.Fatalf("reload %d installed generation %d", i, ev.Generation)
 		}
@@ -115,7 +116,7 @@ func settleGoroutines(n int) int {
 
 func TestReloadNoLeak(t *testing.T) {
 	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
-	h := newHarness(t, func(o *trt.ReloaderOptions) {
+	h := newHarness(t, func(o *reload.Options) {
 		o.Debounce = 20 * time.Millisecond
 		o.Settle = 5 * time.Millisecond
 	})
@@ -124,7 +125,7 @@ func TestReloadNoLeak(t *testing.T) {
 	const cycles = 200
 	for i := 1; i <= cycles; i++ {
 		h.replace("model.onnx", model(float32(i)))
-		h.expect(trt.OutcomeReloaded)
+		h.expect(reload.OutcomeReloaded)
 		if i == 20 {
 			g20, fd20 = runtime.NumGoroutine(), openFDs(t)
 		}
@@ -144,8 +145,8 @@ func TestReloadNoLeak(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		hot := &trt.Hot{}
 		opts := h.opts
-		opts.Targets = []trt.Target{{Hot: hot}}
-		r, err := trt.NewReloader(opts)
+		opts.Targets = []reload.Target{{Hot: hot}}
+		r, err := reload.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,5 @@
 //go:build !race
 
-package trt_test
+package reload_test
 
 const raceEnabled = false

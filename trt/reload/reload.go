@@ -1,6 +1,8 @@
-package trt
+package reload
 
 import (
+	"github.com/edged-dev/edged/trt"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,22 +29,22 @@ type Target struct {
 	// Name names the target (the pipeline) in events.
 	Name string
 	// Hot receives the engines. The Reloader never closes it.
-	Hot *Hot
+	Hot *trt.Hot
 	// Want is the signature every engine must have. When empty, the
 	// first engine installed (normally by Load) fixes it.
-	Want Signature
+	Want trt.Signature
 	// Load is passed to Backend.Load; an empty Name becomes the model
 	// name.
-	Load LoadOptions
+	Load trt.LoadOptions
 	// Accept, when set, is asked about every engine that passed Stage
 	// before it is installed: the pipeline checks that it can use the
 	// engine as its model file describes it (class names, format). An
 	// error rejects the engine (ErrSignature).
-	Accept func(Engine) error
+	Accept func(trt.Engine) error
 }
 
-// ReloaderOptions configure a Reloader.
-type ReloaderOptions struct {
+// Options configure a Reloader.
+type Options struct {
 	// Path is the model file. It may be a symlink, followed on every
 	// check; its folder may be a symlink too, or be replaced whole (a
 	// rename of another folder or symlink over its name): the folder
@@ -51,7 +53,7 @@ type ReloaderOptions struct {
 	// Model names the model in events and errors; "" means the file name.
 	Model string
 	// Backend loads the engines.
-	Backend Backend
+	Backend trt.Backend
 	// Targets receive the engines; at least one.
 	Targets []Target
 
@@ -90,10 +92,10 @@ type ReloaderOptions struct {
 	Gate *StagingGate
 	// OnEvent receives every event, one at a time, on the Reloader's
 	// goroutine. It must return quickly and must not call Load or Close.
-	OnEvent func(ReloadEvent)
+	OnEvent func(Event)
 }
 
-// Defaults of ReloaderOptions.
+// Defaults of Options.
 const (
 	DefaultDebounce      = 250 * time.Millisecond
 	DefaultSettle        = 100 * time.Millisecond
@@ -101,14 +103,6 @@ const (
 	DefaultPoll          = 2 * time.Second
 	DefaultWarmupTimeout = 60 * time.Second
 	DefaultGrace         = 10 * time.Second
-	// DefaultMaxBytes is the default ceiling of a model file: 1 GiB.
-	// The largest engines that run on a Jetson are a few hundred MiB
-	// (YOLOv8x FP32: about 270 MiB as ONNX or as a TensorRT plan), and a
-	// reload of a 1 GiB file needs about 3 GiB at its peak (the bytes
-	// read, plus twice that for staging, see MemInfoBudget), which an
-	// 8 GiB Jetson can still give while serving; the memory budget
-	// refuses it first on smaller ones.
-	DefaultMaxBytes = 1 << 30
 )
 
 // giveBackBytes is the size of a read after which the memory is handed
@@ -171,7 +165,7 @@ func (j *Judged) Unwrap() error { return j.Err }
 // preRejected reports whether err is a rejection made before the file was
 // read whole (readModel: too large, over the memory budget, refused by the
 // backend's Sniffer), as opposed to an I/O error.
-func preRejected(err error) bool { return RejectReason(err) != ReasonOther }
+func preRejected(err error) bool { return trt.RejectReason(err) != trt.ReasonOther }
 
 // Reloader keeps the engines of one model file's targets in step with the
 // file. Load installs the first engines; Start watches the file's folder
@@ -187,14 +181,14 @@ func preRejected(err error) bool { return RejectReason(err) != ReasonOther }
 // until the file changes or disappears and comes back (memory and backend
 // failures are not quarantined: they are retried at each rescan).
 type Reloader struct {
-	opts     ReloaderOptions
+	opts     Options
 	model    string
 	path     string // absolute, clean
 	dir      string // filepath.Dir(path)
 	pdir     string // filepath.Dir(dir): watched too, to see dir replaced
 	targets  []*target
 	stage    StageOptions
-	onEvent  func(ReloadEvent)
+	onEvent  func(Event)
 	interval [2]time.Duration // rescan period while watching, while polling
 
 	ctx    context.Context
@@ -231,15 +225,15 @@ type Reloader struct {
 	retry      bool
 
 	statsMu sync.Mutex
-	stats   ReloadStats
+	stats   Stats
 
 	newWatcher func() (watcher, error)
 	checkHook  func(start time.Time)
 }
 
-// NewReloader validates opts and returns a Reloader that does nothing
+// New validates opts and returns a Reloader that does nothing
 // until Load or Start.
-func NewReloader(opts ReloaderOptions) (*Reloader, error) {
+func New(opts Options) (*Reloader, error) {
 	if opts.Path == "" {
 		return nil, errors.New("trt: reloader: no model path")
 	}
@@ -265,7 +259,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 	def(&opts.WarmupTimeout, DefaultWarmupTimeout)
 	def(&opts.Grace, DefaultGrace)
 	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultMaxBytes
+		opts.MaxBytes = trt.DefaultMaxBytes
 	}
 	if opts.Model == "" {
 		opts.Model = filepath.Base(abs)
@@ -288,7 +282,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		trig:       make(chan struct{}, 1),
 		inject:     make(chan error, 16),
 		newWatcher: newFSWatcher,
-		stats:      ReloadStats{RejectedBy: map[string]uint64{}},
+		stats:      Stats{RejectedBy: map[string]uint64{}},
 	}
 	r.interval = [2]time.Duration{opts.Rescan, opts.Poll}
 	if opts.Rescan < 0 {
@@ -309,7 +303,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 
 // Want returns the signature target i's engines must have: Target.Want,
 // or the signature of the first engine installed when that was empty.
-func (r *Reloader) Want(i int) Signature {
+func (r *Reloader) Want(i int) trt.Signature {
 	r.txMu.Lock()
 	defer r.txMu.Unlock()
 	return r.targets[i].Want
@@ -402,7 +396,7 @@ func (t *target) label() string {
 }
 
 // apply stages data for t and installs it. Called with txMu held.
-func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]byte) (*Generation, error) {
+func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]byte) (*trt.Generation, error) {
 	st, err := Stage(ctx, data, t.Load, t.Want, r.stage)
 	if err != nil {
 		return nil, err
@@ -410,15 +404,15 @@ func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]by
 	if t.Accept != nil {
 		if err := t.Accept(st.Engine); err != nil {
 			st.Close()
-			if !errors.Is(err, ErrSignature) {
-				err = fmt.Errorf("%w: %w", ErrSignature, err)
+			if !errors.Is(err, trt.ErrSignature) {
+				err = fmt.Errorf("%w: %w", trt.ErrSignature, err)
 			}
 			return nil, err
 		}
 	}
-	sig := SignatureOf(st.Engine)
+	sig := trt.SignatureOf(st.Engine)
 	g := st.Install(t.Hot, r.model, sha)
-	if t.Want.empty() {
+	if unset(t.Want) {
 		t.Want = sig
 	}
 	return g, nil
@@ -469,7 +463,7 @@ func (r *Reloader) Close() error {
 }
 
 // Stats returns the counters.
-func (r *Reloader) Stats() ReloadStats {
+func (r *Reloader) Stats() Stats {
 	r.statsMu.Lock()
 	defer r.statsMu.Unlock()
 	s := r.stats
@@ -477,13 +471,13 @@ func (r *Reloader) Stats() ReloadStats {
 	return s
 }
 
-func (r *Reloader) count(f func(*ReloadStats)) {
+func (r *Reloader) count(f func(*Stats)) {
 	r.statsMu.Lock()
 	f(&r.stats)
 	r.statsMu.Unlock()
 }
 
-func (r *Reloader) emit(ev ReloadEvent) {
+func (r *Reloader) emit(ev Event) {
 	ev.Model, ev.Path = r.model, r.opts.Path
 	if r.onEvent != nil {
 		r.onEvent(ev)
@@ -573,7 +567,7 @@ func (r *Reloader) check(ctx context.Context, kind checkKind) (again bool) {
 // checkOnce is check; n is the number of bytes it read.
 func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Time) (again bool, n int) {
 	r.ensureWatch()
-	r.count(func(s *ReloadStats) { s.Checks++ })
+	r.count(func(s *Stats) { s.Checks++ })
 	key, err := statFile(r.path)
 	r.updateLink()
 	if err != nil {
@@ -588,13 +582,13 @@ func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Tim
 		return false, 0
 	}
 	if r.kickSeq.Load() != seq {
-		r.count(func(s *ReloadStats) { s.Unstable++ })
+		r.count(func(s *Stats) { s.Unstable++ })
 		return true, 0
 	}
 	data, key, err := r.readModel(key)
 	n = len(data)
 	if errors.Is(err, errUnstable) {
-		r.count(func(s *ReloadStats) { s.Unstable++ })
+		r.count(func(s *Stats) { s.Unstable++ })
 		return true, n
 	}
 	if err != nil && !preRejected(err) {
@@ -642,7 +636,7 @@ func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Tim
 		// An in-place writer was still writing: what was read is not
 		// rejected (nor quarantined); the new content is checked after
 		// the debounce.
-		r.count(func(s *ReloadStats) { s.Incomplete++ })
+		r.count(func(s *Stats) { s.Incomplete++ })
 		for _, j := range rejs {
 			r.emitFor(j.t, OutcomeIncomplete, j.sha, h.final(j.err), start)
 		}
@@ -681,13 +675,13 @@ func (r *Reloader) unreadRejections(key fileKey, data []byte, err error, kind ch
 		case wasMissing:
 			// A file that came back is judged again.
 		case data == nil && key.same(r.preBad):
-			r.count(func(s *ReloadStats) { s.Quarantined++ })
+			r.count(func(s *Stats) { s.Quarantined++ })
 			if kind == kindManual {
 				r.emitFor(t, OutcomeUnchanged, sha, r.preJudged.again(), time.Now())
 			}
 			continue
 		case data != nil && t.quarantined && t.bad == sha:
-			r.count(func(s *ReloadStats) { s.Quarantined++ })
+			r.count(func(s *Stats) { s.Quarantined++ })
 			if kind == kindManual {
 				r.emitFor(t, OutcomeUnchanged, sha, t.judged.again(), time.Now())
 			}
@@ -712,8 +706,8 @@ func (r *Reloader) reject(j rejection, key fileKey, reason error, start time.Tim
 	default:
 		j.t.bad, j.t.quarantined, j.t.judged = j.sha, true, judgement{time.Now(), reason}
 	}
-	label := RejectReason(j.err)
-	r.count(func(s *ReloadStats) {
+	label := trt.RejectReason(j.err)
+	r.count(func(s *Stats) {
 		s.Rejected++
 		s.RejectedBy[label]++
 	})
@@ -785,7 +779,7 @@ func (r *Reloader) holdUntil(prev, key fileKey) (time.Time, bool) {
 
 // emitPending says that the refusal j is held until until.
 func (r *Reloader) emitPending(j rejection, until time.Time, start time.Time) {
-	ev := ReloadEvent{Target: j.t.Name, Outcome: OutcomePending, SHA256: j.sha, Until: until, Duration: time.Since(start), Reason: j.err}
+	ev := Event{Target: j.t.Name, Outcome: OutcomePending, SHA256: j.sha, Until: until, Duration: time.Since(start), Reason: j.err}
 	if cur := j.t.Hot.Current(); cur != nil {
 		ev.Generation, ev.Serving = cur.Number, cur.SHA256
 	}
@@ -814,7 +808,7 @@ func (r *Reloader) statFailed(err error, start time.Time) {
 			return
 		}
 		r.missingNow = true
-		r.count(func(s *ReloadStats) { s.Missing++ })
+		r.count(func(s *Stats) { s.Missing++ })
 		reason := fmt.Errorf("trt: model %s: %s is missing (%w); the loaded engine keeps serving and the file is loaded again when it reappears", r.model, r.opts.Path, err)
 		for _, t := range r.targets {
 			r.emitFor(t, OutcomeMissing, [32]byte{}, reason, start)
@@ -831,7 +825,7 @@ func (r *Reloader) statFailed(err error, start time.Time) {
 }
 
 func (r *Reloader) emitFor(t *target, o Outcome, sha [32]byte, reason error, start time.Time) {
-	ev := ReloadEvent{Target: t.Name, Outcome: o, SHA256: sha, Reason: reason, Duration: time.Since(start)}
+	ev := Event{Target: t.Name, Outcome: o, SHA256: sha, Reason: reason, Duration: time.Since(start)}
 	if cur := t.Hot.Current(); cur != nil {
 		ev.Generation, ev.Serving = cur.Number, cur.SHA256
 		if sha == ([32]byte{}) && o != OutcomeRejected && o != OutcomeIncomplete { // a refused file that was not read has no hash
@@ -848,14 +842,14 @@ func (r *Reloader) emitFor(t *target, o Outcome, sha [32]byte, reason error, sta
 func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32]byte, kind checkKind, wasMissing bool, start time.Time) error {
 	if cur := t.Hot.Current(); cur != nil && cur.SHA256 == sha {
 		t.quarantined = false
-		r.count(func(s *ReloadStats) { s.Unchanged++ })
+		r.count(func(s *Stats) { s.Unchanged++ })
 		if kind == kindManual || wasMissing {
 			r.emitFor(t, OutcomeUnchanged, sha, nil, start)
 		}
 		return nil
 	}
 	if t.quarantined && t.bad == sha && !wasMissing {
-		r.count(func(s *ReloadStats) { s.Quarantined++ })
+		r.count(func(s *Stats) { s.Quarantined++ })
 		if kind == kindManual {
 			r.emitFor(t, OutcomeUnchanged, sha, t.judged.again(), start)
 		}
@@ -868,7 +862,7 @@ func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32
 		}
 		return err
 	}
-	r.count(func(s *ReloadStats) { s.Reloaded++ })
+	r.count(func(s *Stats) { s.Reloaded++ })
 	r.emitFor(t, OutcomeReloaded, sha, nil, start)
 	return nil
 }
@@ -942,11 +936,11 @@ func (r *Reloader) ensureWatch() {
 		return
 	}
 	r.polling = polling
-	r.count(func(s *ReloadStats) { s.Polling = polling })
+	r.count(func(s *Stats) { s.Polling = polling })
 	if polling {
-		r.emit(ReloadEvent{Outcome: OutcomePolling, Reason: fmt.Errorf("trt: model %s: %w; checking %s every %s instead", r.model, err, r.opts.Path, r.interval[1])})
+		r.emit(Event{Outcome: OutcomePolling, Reason: fmt.Errorf("trt: model %s: %w; checking %s every %s instead", r.model, err, r.opts.Path, r.interval[1])})
 	} else {
-		r.emit(ReloadEvent{Outcome: OutcomeWatching})
+		r.emit(Event{Outcome: OutcomeWatching})
 	}
 }
 

@@ -1,6 +1,8 @@
-package trt
+package reload
 
 import (
+	"github.com/edged-dev/edged/trt"
+
 	"errors"
 	"fmt"
 	"io"
@@ -47,21 +49,6 @@ func missing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// SniffBytes is how many leading bytes of a model file a Sniffer sees.
-const SniffBytes = 64 << 10
-
-// Sniffer is implemented by a Backend that can tell from the first bytes
-// of a file whether it can be a model for it (a protobuf ModelProto, a
-// TensorRT plan header). The Reloader asks it before it reads a file
-// whole, so junk of any size costs one small read.
-type Sniffer interface {
-	// Sniff looks at head, the first min(size, SniffBytes) bytes of a
-	// file of size bytes. It returns nil when the file may be a model for
-	// the backend, else an error wrapping ErrEngineInvalid. It must not
-	// keep head.
-	Sniff(head []byte, size int64) error
-}
-
 // readModel reads the model file once into memory and returns the bytes
 // with the key they belong to. The file's stat must be the same before and
 // after the read (and equal to want, when want is set), else errUnstable:
@@ -87,25 +74,25 @@ func (r *Reloader) readModel(want fileKey) ([]byte, fileKey, error) {
 	}
 	if before.size > r.opts.MaxBytes {
 		return nil, before, fmt.Errorf("%w: %s is %d bytes (%d MiB), more than the %d-byte (%d MiB) limit for a model file; it was not read "+
-			"(raise max_model_bytes in [daemon] if the model really is this large)", ErrTooLarge, path, before.size, mib(before.size), r.opts.MaxBytes, mib(r.opts.MaxBytes))
+			"(raise max_model_bytes in [daemon] if the model really is this large)", trt.ErrTooLarge, path, before.size, mib(before.size), r.opts.MaxBytes, mib(r.opts.MaxBytes))
 	}
 	if err := r.opts.Budget(before.size); err != nil {
-		if !errors.Is(err, ErrMemory) {
-			err = fmt.Errorf("%w: %w", ErrMemory, err)
+		if !errors.Is(err, trt.ErrMemory) {
+			err = fmt.Errorf("%w: %w", trt.ErrMemory, err)
 		}
 		return nil, before, fmt.Errorf("%w; the file was not read", err)
 	}
-	head := make([]byte, min(before.size, SniffBytes))
+	head := make([]byte, min(before.size, trt.SniffBytes))
 	if _, err := io.ReadFull(f, head); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return nil, before, errUnstable // truncated while reading
 		}
 		return nil, before, err
 	}
-	if s, ok := r.opts.Backend.(Sniffer); ok {
+	if s, ok := r.opts.Backend.(trt.Sniffer); ok {
 		if err := s.Sniff(head, before.size); err != nil {
-			if !errors.Is(err, ErrEngineInvalid) {
-				err = fmt.Errorf("%w: %w", ErrEngineInvalid, err)
+			if !errors.Is(err, trt.ErrEngineInvalid) {
+				err = fmt.Errorf("%w: %w", trt.ErrEngineInvalid, err)
 			}
 			if int64(len(head)) < before.size {
 				return nil, before, fmt.Errorf("%w (checked from its first %d bytes; the %d MiB file was not read)", err, len(head), mib(before.size))

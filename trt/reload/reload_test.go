@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/trttest"
 	"github.com/fsnotify/fsnotify"
 )
@@ -24,7 +25,7 @@ func TestReloadRenameIntoPlaceTwice(t *testing.T) {
 	h.wantServing(1, 1)
 
 	h.replace("model.onnx", model(2))
-	ev := h.expect(trt.OutcomeReloaded)
+	ev := h.expect(reload.OutcomeReloaded)
 	if ev.Generation != 2 || ev.SHA256 != sha256.Sum256(model(2)) || ev.Target != "p0" || ev.Model != "demo" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -33,7 +34,7 @@ func TestReloadRenameIntoPlaceTwice(t *testing.T) {
 	// The second replace must be seen too: a watch on the file itself
 	// would have been lost with the first rename.
 	h.replace("model.onnx", model(3))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(3, 3)
 	if n := h.be.Loads(); n != 3 {
 		t.Errorf("%d loads, want 3", n)
@@ -46,7 +47,7 @@ func TestReloadRenameIntoPlaceTwice(t *testing.T) {
 func TestReloadSlowInPlaceWriter(t *testing.T) {
 	// The writer pauses far less than the debounce between chunks, as
 	// cp, scp and rsync --inplace do on a busy machine.
-	h := newHarness(t, func(o *trt.ReloaderOptions) {
+	h := newHarness(t, func(o *reload.Options) {
 		o.Debounce = 300 * time.Millisecond
 		o.Settle = 100 * time.Millisecond
 	})
@@ -64,7 +65,7 @@ func TestReloadSlowInPlaceWriter(t *testing.T) {
 	}
 	f.Close()
 	h.note(full, true)
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 	h.checkLoadedComplete()
 	if n := h.be.Loads(); n != 2 {
@@ -99,7 +100,7 @@ func TestReloadRejections(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h.t = t
 			h.replace("model.onnx", c.content)
-			ev := h.expect(trt.OutcomeRejected)
+			ev := h.expect(reload.OutcomeRejected)
 			if !errors.Is(ev.Reason, c.want) {
 				t.Errorf("reason %v, want %v", ev.Reason, c.want)
 			}
@@ -124,12 +125,12 @@ func TestReloadRejections(t *testing.T) {
 	}
 	// Still reloads good content afterwards.
 	h.replace("model.onnx", model(5))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(5, 2)
 }
 
 func TestReloadStorm(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Debounce = 250 * time.Millisecond })
+	h := newHarness(t, func(o *reload.Options) { o.Debounce = 250 * time.Millisecond })
 	h.start(model(0))
 	const n = 100
 	for i := 1; i <= n; i++ {
@@ -138,7 +139,7 @@ func TestReloadStorm(t *testing.T) {
 	}
 	final := sha256.Sum256(model(n))
 	for {
-		ev := h.expect(trt.OutcomeReloaded)
+		ev := h.expect(reload.OutcomeReloaded)
 		if ev.SHA256 == final {
 			break
 		}
@@ -193,18 +194,18 @@ func TestReloadSymlinkDataSwap(t *testing.T) {
 	h.wantServing(1, 1)
 
 	k8sSwap(t, h, "..2026_01_01_00_01_00.2", model(2))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 	// Trigger is a barrier: its check reports "unchanged" after every
 	// check the swap's events caused; none of them may have loaded again.
 	h.r.Trigger()
-	h.expect(trt.OutcomeUnchanged)
+	h.expect(reload.OutcomeUnchanged)
 	if n := h.be.Loads(); n != 2 {
 		t.Errorf("%d loads, want exactly one reload after the swap", n-1)
 	}
 
 	k8sSwap(t, h, "..2026_01_01_00_02_00.3", model(3))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(3, 3)
 }
 
@@ -231,7 +232,7 @@ func TestReloadSymlinkElsewhereInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.note(model(2), true)
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 }
 
@@ -242,7 +243,7 @@ func TestReloadDeleteAndReappear(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.op()
-	ev := h.expect(trt.OutcomeMissing)
+	ev := h.expect(reload.OutcomeMissing)
 	if !errors.Is(ev.Reason, fs.ErrNotExist) || ev.Generation != 1 {
 		t.Fatalf("event %v", ev)
 	}
@@ -251,16 +252,16 @@ func TestReloadDeleteAndReappear(t *testing.T) {
 	// Back with the same content: nothing to load, but the runtime learns
 	// the file is back.
 	h.replace("model.onnx", model(1))
-	h.expect(trt.OutcomeUnchanged)
+	h.expect(reload.OutcomeUnchanged)
 	if n := h.be.Loads(); n != 1 {
 		t.Fatalf("%d loads, want 1", n)
 	}
 
 	os.Remove(h.path)
 	h.op()
-	h.expect(trt.OutcomeMissing)
+	h.expect(reload.OutcomeMissing)
 	h.replace("model.onnx", model(2))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 	if s := h.r.Stats(); s.Missing != 2 {
 		t.Errorf("stats %+v, want 2 missing", s)
@@ -274,7 +275,7 @@ func TestReloadOverflowRescan(t *testing.T) {
 	h.settled() // the worker's first check, with the deaf watcher installed
 	h.replace("model.onnx", model(2))
 	h.r.InjectWatchError(fsnotify.ErrEventOverflow)
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 	if s := h.r.Stats(); s.Rescans != 1 || s.WatchErrors != 1 {
 		t.Errorf("stats %+v, want one rescan", s)
@@ -282,24 +283,24 @@ func TestReloadOverflowRescan(t *testing.T) {
 	// Any other watcher error also forces a rescan.
 	h.replace("model.onnx", model(3))
 	h.r.InjectWatchError(errors.New("inotify: read error"))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(3, 3)
 }
 
 func TestReloadPeriodicRescan(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Rescan = 200 * time.Millisecond })
+	h := newHarness(t, func(o *reload.Options) { o.Rescan = 200 * time.Millisecond })
 	h.r.UseWatcher(deafWatcher)
 	h.start(model(1))
 	h.replace("model.onnx", model(2))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 }
 
 func TestReloadPollingFallback(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Poll = 200 * time.Millisecond })
+	h := newHarness(t, func(o *reload.Options) { o.Poll = 200 * time.Millisecond })
 	h.r.FailWatcher(fmt.Errorf("inotify_init1: %w", syscall.EMFILE))
 	h.start(model(1))
-	ev := h.expect(trt.OutcomePolling)
+	ev := h.expect(reload.OutcomePolling)
 	if !errors.Is(ev.Reason, syscall.EMFILE) || !strings.Contains(ev.Reason.Error(), "max_user_instances") {
 		t.Fatalf("polling event %v: want the cause and what to raise", ev)
 	}
@@ -307,7 +308,7 @@ func TestReloadPollingFallback(t *testing.T) {
 		t.Error("stats do not say polling")
 	}
 	h.replace("model.onnx", model(2))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 }
 
@@ -315,7 +316,7 @@ func TestReloadWatchesFolderAgain(t *testing.T) {
 	// The model folder disappears and comes back, and the folder above
 	// cannot be watched: the reloader polls meanwhile and watches again
 	// afterwards.
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Poll = 200 * time.Millisecond })
+	h := newHarness(t, func(o *reload.Options) { o.Poll = 200 * time.Millisecond })
 	h.r.UseWatcher(refusing(filepath.Dir(h.dir)))
 	h.start(model(1))
 	h.settled()
@@ -323,16 +324,16 @@ func TestReloadWatchesFolderAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.op()
-	got := map[trt.Outcome]bool{h.next().Outcome: true, h.next().Outcome: true}
-	if !got[trt.OutcomeMissing] || !got[trt.OutcomePolling] {
+	got := map[reload.Outcome]bool{h.next().Outcome: true, h.next().Outcome: true}
+	if !got[reload.OutcomeMissing] || !got[reload.OutcomePolling] {
 		t.Fatalf("outcomes %v, want missing and polling", got)
 	}
 	if err := os.Mkdir(h.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h.expect(trt.OutcomeWatching)
+	h.expect(reload.OutcomeWatching)
 	h.replace("model.onnx", model(2))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 }
 
@@ -359,7 +360,7 @@ func TestReloadQuarantine(t *testing.T) {
 	h.start(model(1))
 	bad := trttest.Spec{Value: 2, NaN: true}.Bytes()
 	h.replace("model.onnx", bad)
-	h.expect(trt.OutcomeRejected)
+	h.expect(reload.OutcomeRejected)
 	loads := h.be.Loads()
 
 	// The same bad bytes again, and a touch: not loaded again.
@@ -377,7 +378,7 @@ func TestReloadQuarantine(t *testing.T) {
 	// it was refused, without judging it again (issue 19: a second
 	// engine_rejected came after the same wait).
 	h.r.Trigger()
-	ev := h.expect(trt.OutcomeUnchanged)
+	ev := h.expect(reload.OutcomeUnchanged)
 	if !errors.Is(ev.Reason, trt.ErrWarmup) || !strings.Contains(ev.Reason.Error(), "unchanged since it was rejected") {
 		t.Fatalf("event %v", ev)
 	}
@@ -387,20 +388,20 @@ func TestReloadQuarantine(t *testing.T) {
 
 	// New bad bytes are tried, new good bytes are installed.
 	h.replace("model.onnx", trttest.Spec{Value: 3, NaN: true}.Bytes())
-	h.expect(trt.OutcomeRejected)
+	h.expect(reload.OutcomeRejected)
 	h.replace("model.onnx", model(4))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(4, 2)
 	// The old bad content after a good one is tried again (the file
 	// changed since it was quarantined).
 	h.replace("model.onnx", bad)
-	h.expect(trt.OutcomeRejected)
+	h.expect(reload.OutcomeRejected)
 }
 
 func TestReloadMemoryBudget(t *testing.T) {
 	var refuse = make(chan bool, 1)
 	refuse <- true
-	h := newHarness(t, func(o *trt.ReloaderOptions) {
+	h := newHarness(t, func(o *reload.Options) {
 		o.Rescan = 200 * time.Millisecond
 		o.Budget = func(n int64) error {
 			r := <-refuse
@@ -417,7 +418,7 @@ func TestReloadMemoryBudget(t *testing.T) {
 	<-refuse
 	refuse <- true
 	h.replace("model.onnx", model(2))
-	ev := h.expect(trt.OutcomeRejected)
+	ev := h.expect(reload.OutcomeRejected)
 	if !errors.Is(ev.Reason, trt.ErrMemory) || trt.RejectReason(ev.Reason) != trt.ReasonMemory {
 		t.Fatalf("event %v", ev)
 	}
@@ -426,15 +427,15 @@ func TestReloadMemoryBudget(t *testing.T) {
 		t.Fatalf("%d loads: the budget must be checked before loading", loads)
 	}
 	// Memory is transient: not quarantined, retried at the rescan.
-	h.expect(trt.OutcomeRejected)
+	h.expect(reload.OutcomeRejected)
 	<-refuse
 	refuse <- false
 	for {
 		ev := h.next()
-		if ev.Outcome == trt.OutcomeReloaded {
+		if ev.Outcome == reload.OutcomeReloaded {
 			break
 		}
-		if ev.Outcome != trt.OutcomeRejected {
+		if ev.Outcome != reload.OutcomeRejected {
 			t.Fatalf("event %v", ev)
 		}
 	}
@@ -461,13 +462,13 @@ func TestLoadErrors(t *testing.T) {
 		}
 	})
 	t.Run("signature", func(t *testing.T) {
-		h := newHarness(t, func(o *trt.ReloaderOptions) {})
+		h := newHarness(t, func(o *reload.Options) {})
 		opts := h.opts
-		opts.Targets = []trt.Target{{Name: "p0", Hot: h.hot, Want: trt.Signature{
+		opts.Targets = []reload.Target{{Name: "p0", Hot: h.hot, Want: trt.Signature{
 			Inputs:  []trt.TensorSpec{{Name: "x", Type: trt.Float32, Shape: []int64{1, 3, 8, 8}}},
 			Outputs: trttest.DefaultOutputs,
 		}}}
-		r, err := trt.NewReloader(opts)
+		r, err := reload.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,13 +492,13 @@ func TestLoadErrors(t *testing.T) {
 func TestNewReloaderOptions(t *testing.T) {
 	be := trttest.NewBackend()
 	hot := &trt.Hot{}
-	for _, o := range []trt.ReloaderOptions{
-		{Backend: be, Targets: []trt.Target{{Hot: hot}}},
-		{Path: "m.onnx", Targets: []trt.Target{{Hot: hot}}},
+	for _, o := range []reload.Options{
+		{Backend: be, Targets: []reload.Target{{Hot: hot}}},
+		{Path: "m.onnx", Targets: []reload.Target{{Hot: hot}}},
 		{Path: "m.onnx", Backend: be},
-		{Path: "m.onnx", Backend: be, Targets: []trt.Target{{Name: "p"}}},
+		{Path: "m.onnx", Backend: be, Targets: []reload.Target{{Name: "p"}}},
 	} {
-		if _, err := trt.NewReloader(o); err == nil {
+		if _, err := reload.New(o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
@@ -548,8 +549,8 @@ func TestReloadMultipleTargets(t *testing.T) {
 	hot2 := &trt.Hot{}
 	defer hot2.Close()
 	opts := h.opts
-	opts.Targets = []trt.Target{{Name: "a", Hot: h.hot}, {Name: "b", Hot: hot2}}
-	r, err := trt.NewReloader(opts)
+	opts.Targets = []reload.Target{{Name: "a", Hot: h.hot}, {Name: "b", Hot: hot2}}
+	r, err := reload.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +563,7 @@ func TestReloadMultipleTargets(t *testing.T) {
 	h.replace("model.onnx", model(2))
 	seen := map[string]uint64{}
 	for len(seen) < 2 {
-		ev := h.expect(trt.OutcomeReloaded)
+		ev := h.expect(reload.OutcomeReloaded)
 		seen[ev.Target] = ev.Generation
 	}
 	if seen["a"] != 2 || seen["b"] != 2 {
@@ -584,8 +585,8 @@ func TestStagingGateAcrossReloaders(t *testing.T) {
 	// engine at a time even when both files change at once.
 	be := trttest.NewBackend()
 	dir := t.TempDir()
-	events := make(chan trt.ReloadEvent, 16)
-	var rs []*trt.Reloader
+	events := make(chan reload.Event, 16)
+	var rs []*reload.Reloader
 	for _, name := range []string{"a.onnx", "b.onnx"} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, model(1), 0o644); err != nil {
@@ -593,11 +594,11 @@ func TestStagingGateAcrossReloaders(t *testing.T) {
 		}
 		hot := &trt.Hot{}
 		t.Cleanup(hot.Close)
-		r, err := trt.NewReloader(trt.ReloaderOptions{
-			Path: p, Backend: be, Targets: []trt.Target{{Hot: hot}},
+		r, err := reload.New(reload.Options{
+			Path: p, Backend: be, Targets: []reload.Target{{Hot: hot}},
 			Debounce: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Rescan: -1,
 			Budget:  func(int64) error { return nil },
-			OnEvent: func(ev trt.ReloadEvent) { events <- ev },
+			OnEvent: func(ev reload.Event) { events <- ev },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -619,7 +620,7 @@ func TestStagingGateAcrossReloaders(t *testing.T) {
 	for range rs {
 		select {
 		case ev := <-events:
-			if ev.Outcome != trt.OutcomeReloaded {
+			if ev.Outcome != reload.OutcomeReloaded {
 				t.Fatalf("event %v", ev)
 			}
 		case <-time.After(waitLong):

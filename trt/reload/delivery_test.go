@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,7 +49,7 @@ func flip(t *testing.T, h *harness, rel, target string) {
 func exactlyOne(t *testing.T, h *harness, loads int) {
 	t.Helper()
 	h.r.Trigger()
-	h.expect(trt.OutcomeUnchanged)
+	h.expect(reload.OutcomeUnchanged)
 	if n := h.be.Loads(); n != loads {
 		t.Fatalf("%d loads, want %d", n, loads)
 	}
@@ -62,7 +62,7 @@ func exactlyOne(t *testing.T, h *harness, loads int) {
 // new model was found only by the 30 s rescan (off here) or at the next
 // write to the old slot: one swap late.
 func TestReloadSymlinkFlipABSlots(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Path = "opt/current/model.onnx" })
+	h := newHarness(t, func(o *reload.Options) { o.Path = "opt/current/model.onnx" })
 	mkModelDir(t, h, "opt/a", model(1))
 	if err := os.Symlink("a", filepath.Join(h.dir, "opt/current")); err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestReloadSymlinkFlipABSlots(t *testing.T) {
 		mkModelDir(t, h, "opt/"+slot, model(v)) // the inactive slot, in place
 		h.note(model(v), true)
 		flip(t, h, "opt/current", slot)
-		h.expect(trt.OutcomeReloaded)
+		h.expect(reload.OutcomeReloaded)
 		loads++
 		h.wantServing(v, uint64(loads))
 		exactlyOne(t, h, loads)
@@ -90,7 +90,7 @@ func TestReloadSymlinkFlipABSlots(t *testing.T) {
 // missing for a moment; the second rename must be seen at once, without
 // falling back to polling.
 func TestReloadDirRenameSwap(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Path = "models/model.onnx" })
+	h := newHarness(t, func(o *reload.Options) { o.Path = "models/model.onnx" })
 	mkModelDir(t, h, "models", model(1))
 	h.note(model(1), true)
 	h.start(nil)
@@ -112,13 +112,13 @@ func TestReloadDirRenameSwap(t *testing.T) {
 		h.op()
 		for {
 			ev := h.next()
-			if ev.Outcome == trt.OutcomePolling {
+			if ev.Outcome == reload.OutcomePolling {
 				t.Fatalf("swap %d: fell back to polling: %v", i, ev.Reason)
 			}
-			if ev.Outcome == trt.OutcomeReloaded {
+			if ev.Outcome == reload.OutcomeReloaded {
 				break
 			}
-			if ev.Outcome != trt.OutcomeMissing && ev.Outcome != trt.OutcomeWatching {
+			if ev.Outcome != reload.OutcomeMissing && ev.Outcome != reload.OutcomeWatching {
 				t.Fatalf("swap %d: event %v", i, ev)
 			}
 		}
@@ -136,7 +136,7 @@ func TestReloadDirRenameSwap(t *testing.T) {
 // TestReloadDirExchangeSwap: models and models.new swapped in one step
 // with renameat2(RENAME_EXCHANGE).
 func TestReloadDirExchangeSwap(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Path = "models/model.onnx" })
+	h := newHarness(t, func(o *reload.Options) { o.Path = "models/model.onnx" })
 	mkModelDir(t, h, "models", model(1))
 	h.note(model(1), true)
 	h.start(nil)
@@ -152,15 +152,15 @@ func TestReloadDirExchangeSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.op()
-		h.expect(trt.OutcomeReloaded)
+		h.expect(reload.OutcomeReloaded)
 		h.wantServing(v, uint64(i+2))
 		exactlyOne(t, h, i+2)
 	}
 }
 
 // refusing returns a real fsnotify watcher that cannot watch folder.
-func refusing(folder string) func() (trt.TestWatcher, error) {
-	return func() (trt.TestWatcher, error) {
+func refusing(folder string) func() (reload.TestWatcher, error) {
+	return func() (reload.TestWatcher, error) {
 		w, err := fsnotify.NewWatcher()
 		if err != nil {
 			return nil, err
@@ -186,7 +186,7 @@ func (r refuse) Events() <-chan fsnotify.Event { return r.w.Events }
 // while the folder above is watched: the file is reported missing, the
 // reloader does not poll, and the folder's return is seen at once.
 func TestReloadFolderGoneAndBack(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Path = "models/model.onnx" })
+	h := newHarness(t, func(o *reload.Options) { o.Path = "models/model.onnx" })
 	mkModelDir(t, h, "models", model(1))
 	h.note(model(1), true)
 	h.start(nil)
@@ -195,10 +195,10 @@ func TestReloadFolderGoneAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.op()
-	h.expect(trt.OutcomeMissing)
+	h.expect(reload.OutcomeMissing)
 	mkModelDir(t, h, "models", model(2))
 	h.note(model(2), true)
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 	if s := h.r.Stats(); s.Polling {
 		t.Errorf("stats %+v: polling", s)
@@ -211,7 +211,7 @@ func TestReloadFolderGoneAndBack(t *testing.T) {
 // model's folder watch must follow the new folder too, or a later
 // replacement of the file there goes unseen (rescans are off here).
 func TestReloadSwapHigherUp(t *testing.T) {
-	h := newHarness(t, func(o *trt.ReloaderOptions) { o.Path = "top/models/model.onnx" })
+	h := newHarness(t, func(o *reload.Options) { o.Path = "top/models/model.onnx" })
 	mkModelDir(t, h, "top/models", model(1))
 	h.note(model(1), true)
 	h.start(nil)
@@ -225,9 +225,9 @@ func TestReloadSwapHigherUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.op() // top.old stays: a rollback slot
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(2, 2)
 	h.replace("top/models/model.onnx", model(3))
-	h.expect(trt.OutcomeReloaded)
+	h.expect(reload.OutcomeReloaded)
 	h.wantServing(3, 3)
 }

@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"context"
@@ -12,64 +12,20 @@ import (
 
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/demomodel"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/trttest"
 
 	"github.com/edged-dev/edged/internal/procfs"
 )
 
-func installFake(tb testing.TB, hot *trt.Hot, value float32) *trttest.Backend {
-	be := trttest.NewBackend()
-	e, err := be.Load(context.Background(), model(value), trt.LoadOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hot.Install(e, "bench", [32]byte{1})
-	return be
-}
-
-func TestHotAcquireReleaseAllocatesNothing(t *testing.T) {
-	hot := &trt.Hot{}
-	installFake(t, hot, 1)
-	defer hot.Close()
-	if n := testing.AllocsPerRun(1000, func() {
-		g := hot.Acquire()
-		g.Release()
-	}); n != 0 {
-		t.Fatalf("Acquire+Release allocates %v times", n)
-	}
-}
-
-func BenchmarkHotAcquireRelease(b *testing.B) {
-	hot := &trt.Hot{}
-	installFake(b, hot, 1)
-	defer hot.Close()
-	b.ReportAllocs()
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			g := hot.Acquire()
-			g.Release()
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				g := hot.Acquire()
-				g.Release()
-			}
-		})
-	})
-}
-
 // benchReloader is a Reloader over a file the benchmark rewrites between
 // iterations; Load then runs the whole transaction (read, hash, budget,
 // load, signature, warm-up, install) without the debounce.
-func benchReloader(b *testing.B, be trt.Backend) (*trt.Reloader, *trt.Hot, string) {
+func benchReloader(b *testing.B, be trt.Backend) (*reload.Reloader, *trt.Hot, string) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "model.onnx")
 	hot := &trt.Hot{}
-	r, err := trt.NewReloader(trt.ReloaderOptions{Path: path, Backend: be, Targets: []trt.Target{{Hot: hot}}})
+	r, err := reload.New(reload.Options{Path: path, Backend: be, Targets: []reload.Target{{Hot: hot}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,11 +97,11 @@ func BenchmarkReloadCycle(b *testing.B) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "model.onnx")
 	hot := &trt.Hot{}
-	events := make(chan trt.ReloadEvent, 16)
-	r, err := trt.NewReloader(trt.ReloaderOptions{
-		Path: path, Backend: trttest.NewBackend(), Targets: []trt.Target{{Hot: hot}},
+	events := make(chan reload.Event, 16)
+	r, err := reload.New(reload.Options{
+		Path: path, Backend: trttest.NewBackend(), Targets: []reload.Target{{Hot: hot}},
 		Debounce: time.Millisecond, Settle: time.Millisecond, Rescan: -1,
-		OnEvent: func(ev trt.ReloadEvent) { events <- ev },
+		OnEvent: func(ev reload.Event) { events <- ev },
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -170,7 +126,7 @@ func BenchmarkReloadCycle(b *testing.B) {
 			b.Fatal(err)
 		}
 		for ev := range events {
-			if ev.Outcome == trt.OutcomeReloaded {
+			if ev.Outcome == reload.OutcomeReloaded {
 				break
 			}
 			b.Fatalf("event %v", ev)

@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/trttest"
 	"github.com/fsnotify/fsnotify"
 )
@@ -27,9 +28,9 @@ type harness struct {
 	path   string
 	be     *trttest.Backend
 	hot    *trt.Hot
-	r      *trt.Reloader
-	opts   trt.ReloaderOptions
-	events chan trt.ReloadEvent
+	r      *reload.Reloader
+	opts   reload.Options
+	events chan reload.Event
 	checks chan time.Time
 
 	mu      sync.Mutex
@@ -43,7 +44,7 @@ type harness struct {
 
 // newHarness builds a harness; edit may change the options before the
 // Reloader is created. Rescans are off unless edit turns them on.
-func newHarness(t *testing.T, edit func(*trt.ReloaderOptions)) *harness {
+func newHarness(t *testing.T, edit func(*reload.Options)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{
@@ -52,18 +53,18 @@ func newHarness(t *testing.T, edit func(*trt.ReloaderOptions)) *harness {
 		path:    filepath.Join(dir, "model.onnx"),
 		be:      trttest.NewBackend(),
 		hot:     &trt.Hot{},
-		events:  make(chan trt.ReloadEvent, 4096),
+		events:  make(chan reload.Event, 4096),
 		checks:  make(chan time.Time, 4096),
 		written: map[[32]byte]bool{},
 	}
-	h.opts = trt.ReloaderOptions{
+	h.opts = reload.Options{
 		Model:    "demo",
 		Debounce: 100 * time.Millisecond,
 		Settle:   50 * time.Millisecond,
 		Rescan:   -1,
 		Grace:    time.Second, // short: many tests write bad files in place
 		Budget:   func(int64) error { return nil },
-		Gate:     trt.NewStagingGate(1),
+		Gate:     reload.NewStagingGate(1),
 	}
 	if edit != nil {
 		edit(&h.opts)
@@ -75,15 +76,15 @@ func newHarness(t *testing.T, edit func(*trt.ReloaderOptions)) *harness {
 	if h.opts.Backend == nil {
 		h.opts.Backend = h.be
 	}
-	h.opts.Targets = []trt.Target{{Name: "p0", Hot: h.hot}}
-	h.opts.OnEvent = func(ev trt.ReloadEvent) {
+	h.opts.Targets = []reload.Target{{Name: "p0", Hot: h.hot}}
+	h.opts.OnEvent = func(ev reload.Event) {
 		select {
 		case h.events <- ev:
 		default:
 			t.Errorf("event buffer full, dropped %v", ev)
 		}
 	}
-	r, err := trt.NewReloader(h.opts)
+	r, err := reload.New(h.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func (h *harness) start(initial []byte) {
 }
 
 // next returns the next event.
-func (h *harness) next() trt.ReloadEvent {
+func (h *harness) next() reload.Event {
 	h.t.Helper()
 	select {
 	case ev := <-h.events:
@@ -185,7 +186,7 @@ func (h *harness) next() trt.ReloadEvent {
 }
 
 // expect returns the next event and checks its outcome.
-func (h *harness) expect(o trt.Outcome) trt.ReloadEvent {
+func (h *harness) expect(o reload.Outcome) reload.Event {
 	h.t.Helper()
 	ev := h.next()
 	if ev.Outcome != o {
@@ -285,7 +286,7 @@ func (h *harness) checkLoadedComplete() {
 
 // deafWatcher is a real fsnotify watcher whose events never reach the
 // Reloader (its Errors still do): it stands for lost events.
-func deafWatcher() (trt.TestWatcher, error) {
+func deafWatcher() (reload.TestWatcher, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err

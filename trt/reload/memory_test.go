@@ -1,4 +1,4 @@
-package trt_test
+package reload_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/trt"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/trttest"
 
 	"github.com/edged-dev/edged/internal/procfs"
@@ -71,7 +72,7 @@ func TestReloadLargeFilesBoundedMemory(t *testing.T) {
 		name   string
 		size   int64
 		head   []byte
-		budget trt.Budget
+		budget reload.Budget
 		reason string
 		what   string
 	}{
@@ -93,7 +94,7 @@ func TestReloadLargeFilesBoundedMemory(t *testing.T) {
 				// outlasts the event wait, and the RSS is the emulator's.
 				t.Skip("under an emulator (EDGED_EXEC_WRAPPER)")
 			}
-			h := newHarness(t, func(o *trt.ReloaderOptions) {
+			h := newHarness(t, func(o *reload.Options) {
 				if c.budget != nil {
 					o.Budget = c.budget
 				}
@@ -101,7 +102,7 @@ func TestReloadLargeFilesBoundedMemory(t *testing.T) {
 			h.start(model(1))
 			before := baseline(t)
 			sparse(t, h.path, c.head, c.size)
-			ev := h.expect(trt.OutcomeRejected)
+			ev := h.expect(reload.OutcomeRejected)
 			if got := trt.RejectReason(ev.Reason); got != c.reason {
 				t.Fatalf("rejected as %q (%v), want %q", got, ev.Reason, c.reason)
 			}
