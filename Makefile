@@ -28,6 +28,10 @@ BIN      := bin
 # --- ONNX Runtime (from the npm package onnxruntime-node; no scripts run) ---
 ORT_VERSION ?= 1.30.0
 ORT_DIR  := third_party/onnxruntime
+# playwright-core drives Debian's chromium in the live preview page's test
+# (npm downloads no browser: --ignore-scripts); git-ignored under .cache/.
+PLAYWRIGHT_VERSION ?= 1.65.1
+PLAYWRIGHT_DIR := .cache/playwright
 ORT_LIB_amd64 := $(ORT_DIR)/amd64/libonnxruntime.so.1
 ORT_LIB_arm64 := $(ORT_DIR)/arm64/libonnxruntime.so.1
 ORT_LIB  := $(ORT_DIR)/$(HOST_ARCH)/libonnxruntime.so.1
@@ -103,7 +107,7 @@ HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | x
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross-tools cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
 	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean \
-	bench-tools bench-compare soak deb deb-test
+	bench-tools bench-compare soak deb deb-test playwright
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -131,6 +135,10 @@ ort: ## just the ONNX Runtime libraries (third_party/onnxruntime/{amd64,arm64})
 
 deps-go:
 	$(GO) mod download
+
+playwright: ## playwright-core $(PLAYWRIGHT_VERSION) into .cache/playwright for the preview page's test in Debian's chromium (apt-get install chromium)
+	@mkdir -p $(PLAYWRIGHT_DIR)
+	cd $(PLAYWRIGHT_DIR) && npm install --no-save --ignore-scripts --no-audit --no-fund playwright-core@$(PLAYWRIGHT_VERSION)
 
 $(ORT_DIR)/%/libonnxruntime.so.1:
 	.ci/fetch-ort $(ORT_VERSION) $(ORT_DIR) $*

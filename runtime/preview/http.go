@@ -35,6 +35,11 @@ func (h *Hub) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", h.asset("page/index.html", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /preview.css", h.asset("page/preview.css", "text/css; charset=utf-8"))
 	mux.HandleFunc("GET /preview.js", h.asset("page/preview.js", "text/javascript; charset=utf-8"))
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		if !h.off(w) {
+			w.WriteHeader(http.StatusNoContent) // no icon: a browser asks for one
+		}
+	})
 	mux.HandleFunc("GET /status.json", h.serveStatus)
 	mux.HandleFunc("GET /preview/{file}", h.servePicture)
 	mux.HandleFunc("GET /preview/{pipeline}/{file}", h.servePicture)

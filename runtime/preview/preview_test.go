@@ -448,6 +448,9 @@ func TestRoutes(t *testing.T) {
 			t.Errorf("%s: %s %q %q", u, r.Status, r.Header.Get("Content-Type"), r.Header.Get("Content-Security-Policy"))
 		}
 	}
+	if r, b := get(t, srv.URL+"/favicon.ico"); r.StatusCode != http.StatusNoContent || len(b) != 0 {
+		t.Errorf("/favicon.ico: %s %q, want 204: a browser asks for it", r.Status, b)
+	}
 	_, b := get(t, srv.URL+"/status.json")
 	var st Status
 	if err := json.Unmarshal(b, &st); err != nil {
