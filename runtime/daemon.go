@@ -620,7 +620,7 @@ func pipelineParts(g *graph) (parts []string, allSettled bool) {
 			allSettled = false
 			parts = append(parts, fmt.Sprintf("%s starting", p.cfg.Name))
 		case stateWaiting:
-			parts = append(parts, fmt.Sprintf("%s waiting for %s", p.cfg.Name, p.scfg.Name))
+			parts = append(parts, fmt.Sprintf("%s waiting for %s%s", p.cfg.Name, p.scfg.Name, p.sourceNote()))
 		case stateRunning:
 			gen := p.hot.Current()
 			info := ""
@@ -634,14 +634,26 @@ func pipelineParts(g *graph) (parts []string, allSettled bool) {
 				}
 				parts = append(parts, fmt.Sprintf("%s: %s%s%s", p.cfg.Name, t, info, p.slowStatus()))
 			} else if fps := p.fps(); fps > 0 {
-				parts = append(parts, fmt.Sprintf("%s %.1f fps%s%s", p.cfg.Name, fps, info, p.slowStatus()))
+				parts = append(parts, fmt.Sprintf("%s %.1f fps%s%s%s", p.cfg.Name, fps, info, p.slowStatus(), p.sourceNote()))
 			} else {
-				parts = append(parts, fmt.Sprintf("%s producing results%s%s", p.cfg.Name, info, p.slowStatus()))
+				parts = append(parts, fmt.Sprintf("%s producing results%s%s%s", p.cfg.Name, info, p.slowStatus(), p.sourceNote()))
 			}
 		}
 	}
 	sort.Strings(parts)
 	return parts, allSettled
+}
+
+// sourceNote is what the source says of itself for STATUS= (a network
+// camera: its transport and the pictures it dropped after losses), as
+// ", note", or "".
+func (p *pipeline) sourceNote() string {
+	if n, ok := p.src.(interface{ StatusNote() string }); ok {
+		if s := n.StatusNote(); s != "" {
+			return ", " + s
+		}
+	}
+	return ""
 }
 
 // failedStatus is the STATUS= line of a graph with failed pipelines.

@@ -380,6 +380,9 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 				e.counter(descCameraEvents, v, p.scfg.Name, k)
 			}
 		}
+		if mc, ok := p.src.(prometheus.Collector); ok {
+			mc.Collect(e) // a source kind's own series (network cameras)
+		}
 	}
 	for name, md := range g.models {
 		r, ok := md.watch.(*reload.Reloader)

@@ -411,7 +411,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	var err error
 	p.tr, err = p.preprocess(f, eng.Inputs()[p.inIdx])
 	p.tr = fullResolution(p.tr, f.Format)
-	frameSeq, tCapture, tReady := f.Seq, f.TCapture, f.TReady
+	frameSeq, tCapture, tReady, clk := f.Seq, f.TCapture, f.TReady, f.Clock
 	f.Slot.Release()
 	if err != nil {
 		p.stats.preErrors.Add(1)
@@ -461,6 +461,10 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	}
 	r.Engine = stream.EngineRef{Name: gen.Model, Generation: gen.Number, SHA256: p.lastSHA}
 	r.FrameSeq, r.TCaptureNs = frameSeq, tCapture
+	r.CaptureClock = ""
+	if clk != sensors.ClockLocal {
+		r.CaptureClock = clk.String() // a constant: nothing allocated
+	}
 	r.Sensors = r.Sensors[:0]
 	for _, ring := range p.rings {
 		r.Sensors = ring.Nearest(tCapture, int64(p.cfg.SensorWindow.Duration), r.Sensors)

@@ -17,6 +17,7 @@ import (
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
+	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
 // checkSources opens what each source reads, as run opens it: a camera's
@@ -50,6 +51,8 @@ func checkSources(ctx context.Context, r *report, cfg *config.Config, valid bool
 			if f, _, err = replayFormat(cfg.Resolve(sc.Path), pf); err == nil {
 				what = fmt.Sprintf("replay of %s: %dx%d %s", cfg.Resolve(sc.Path), f.Width, f.Height, f.Pixel)
 			}
+		case rtsp.Kind:
+			what, err = checkRTSP(ctx, sc, cfg)
 		case "serial":
 			what = devicePath(sc, cfg)
 			if err = probeSensor(ctx, sc, cfg); err != nil {

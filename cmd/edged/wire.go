@@ -22,6 +22,7 @@ import (
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/replay"
+	"github.com/edged-dev/edged/sensors/rtsp"
 	"github.com/edged-dev/edged/sensors/serialsrc"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/sensors/v4l2"
@@ -227,6 +228,8 @@ func newCamera(sc *config.Source, c *config.Config, jo jpeg.Options) (sensors.So
 			return nil, err
 		}
 		return sizedSource{src, size}, nil
+	case rtsp.Kind:
+		return newRTSPCamera(sc, c)
 	}
 	return nil, fmt.Errorf("source kind %q is not a camera", sc.Kind)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/rtsp"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
 )
@@ -94,6 +95,8 @@ func (c *Config) applyDefaults() {
 			if s.Kind == "v4l2" {
 				def(&s.IO, "auto")
 			}
+		case rtsp.Kind:
+			s.rtspDefaults()
 		case "serial":
 			if s.Baud == 0 {
 				s.Baud = DefaultBaud
@@ -561,10 +564,12 @@ func (c *Config) checkSource(k *checker, i int) {
 		if s.RingSize < 1 || s.RingSize > 65536 {
 			k.add(at("ring"), "must be between 1 and 65536")
 		}
+	case rtsp.Kind:
+		c.checkRTSP(k, s, at)
 	case "":
-		k.add(fmt.Sprintf("source[%d]", i), "missing kind (\"v4l2\", \"synthetic\", \"replay\" or \"serial\")")
+		k.add(fmt.Sprintf("source[%d]", i), "missing kind (\"v4l2\", \"synthetic\", \"replay\", \"rtsp\" or \"serial\")")
 	default:
-		k.add(at("kind"), "%q is not one of \"v4l2\", \"synthetic\", \"replay\", \"serial\"", s.Kind)
+		k.add(at("kind"), "%q is not one of \"v4l2\", \"synthetic\", \"replay\", \"rtsp\", \"serial\"", s.Kind)
 	}
 }
 
@@ -653,6 +658,7 @@ func (c *Config) CheckFiles() error {
 		f.Close()
 	}
 	c.checkPluginFiles(k)
+	c.checkRTSPFiles(k)
 	for i := range c.Sinks {
 		s := &c.Sinks[i]
 		for _, f := range s.files() {
@@ -879,7 +885,7 @@ func (c *Config) checkPipeline(k *checker, i int) {
 			k.add(at("source"), "no [[source]] named %q", p.Source)
 		}
 	case !IsCamera(src.Kind) && sourceDecoded(src):
-		k.add(at("source"), "source %q is a %s sensor; a pipeline's source must be a camera (v4l2, synthetic or replay) — list serial sensors in sensors = [...]", p.Source, src.Kind)
+		k.add(at("source"), "source %q is a %s sensor; a pipeline's source must be a camera (v4l2, synthetic, replay or rtsp) — list serial sensors in sensors = [...]", p.Source, src.Kind)
 	}
 	switch {
 	case p.Model == "":

@@ -17,6 +17,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/edged-dev/edged/internal/regfile"
+	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
 // ErrInvalid marks every configuration problem; edged exits with status 78
@@ -122,6 +123,14 @@ type Source struct {
 	Protocol string   `kinds:"serial" toml:"protocol"` // nmea | csv | cobs
 	Columns  []string `kinds:"serial" toml:"columns"`  // csv and cobs value names
 	RingSize int      `kinds:"serial" toml:"ring"`     // samples kept for matching
+
+	// Network cameras (rtsp.go): the size and codec come from the stream.
+	URL          string   `kinds:"rtsp" toml:"url"`
+	Username     string   `kinds:"rtsp" toml:"username"`
+	PasswordFile string   `kinds:"rtsp" toml:"password_file"`
+	Transport    string   `kinds:"rtsp" toml:"transport"` // auto | tcp | udp
+	Decoder      string   `kinds:"rtsp" toml:"decoder"`   // auto | cpu (nvdec, v4l2: not in this build)
+	Timeout      Duration `kinds:"rtsp" toml:"timeout"`
 }
 
 // Model is one [[model]].
@@ -540,7 +549,9 @@ func (c *Config) Sink(n string) *Sink {
 }
 
 // IsCamera reports whether a source kind produces frames.
-func IsCamera(kind string) bool { return kind == "v4l2" || kind == "synthetic" || kind == "replay" }
+func IsCamera(kind string) bool {
+	return kind == "v4l2" || kind == "synthetic" || kind == "replay" || kind == rtsp.Kind
+}
 
 // ParseMode parses a socket file mode such as "0660".
 func ParseMode(s string) (os.FileMode, error) {

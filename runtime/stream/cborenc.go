@@ -119,7 +119,10 @@ func cborPairs(r *Record, level int) uint64 {
 	}
 	switch r.Kind {
 	case KindResult:
-		n := 9 + dev // type v seq [device] pipeline frame_seq t_capture_ns engine latency_us outputs
+		n := 9 + dev // type v seq [device] pipeline frame_seq t_capture_ns [t_capture_clock] engine latency_us outputs
+		if r.CaptureClock != "" {
+			n++
+		}
 		if len(r.Sensors) > 0 && level < levelNoLists {
 			n++
 		}
@@ -177,6 +180,10 @@ func appendCBORBody(b []byte, r *Record, level int) []byte {
 		b = appendCBORHead(b, cborUint, r.FrameSeq)
 		b = appendCBORText(b, "t_capture_ns")
 		b = appendCBORInt(b, r.TCaptureNs)
+		if r.CaptureClock != "" {
+			b = appendCBORText(b, "t_capture_clock")
+			b = appendCBORText(b, r.CaptureClock)
+		}
 		b = appendCBOREngine(b, &r.Engine)
 		b = appendCBORText(b, "outputs")
 		if level >= levelNoLists {

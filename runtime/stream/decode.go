@@ -17,26 +17,29 @@ import (
 // absent from a record keep their zero value; numbers written as null (NaN,
 // infinities) decode as 0.
 type Decoded struct {
-	Type      string                   `json:"type"`
-	V         int                      `json:"v"`
-	Seq       uint64                   `json:"seq"`
-	Device    string                   `json:"device,omitempty"`
-	Pipeline  string                   `json:"pipeline,omitempty"`
-	FrameSeq  uint64                   `json:"frame_seq,omitempty"`
-	TCapture  int64                    `json:"t_capture_ns,omitempty"`
-	Engine    *DecodedEngine           `json:"engine,omitempty"`
-	LatencyUs *DecodedLatency          `json:"latency_us,omitempty"`
-	Outputs   map[string]DecodedOutput `json:"outputs,omitempty"`
-	Sensors   []DecodedSample          `json:"sensors,omitempty"`
-	Truncated bool                     `json:"truncated,omitempty"`
-	Event     string                   `json:"event,omitempty"`
-	Source    string                   `json:"source,omitempty"`
-	Model     string                   `json:"model,omitempty"`
-	Sink      string                   `json:"sink,omitempty"`
-	File      string                   `json:"file,omitempty"`
-	Reason    string                   `json:"reason,omitempty"`
-	Error     string                   `json:"error,omitempty"`
-	TNs       int64                    `json:"t_ns,omitempty"`
+	Type     string `json:"type"`
+	V        int    `json:"v"`
+	Seq      uint64 `json:"seq"`
+	Device   string `json:"device,omitempty"`
+	Pipeline string `json:"pipeline,omitempty"`
+	FrameSeq uint64 `json:"frame_seq,omitempty"`
+	TCapture int64  `json:"t_capture_ns,omitempty"`
+	// CaptureClock: where a network camera's TCapture comes from
+	// ("sender_report", "arrival"); "" for a local camera.
+	CaptureClock string                   `json:"t_capture_clock,omitempty"`
+	Engine       *DecodedEngine           `json:"engine,omitempty"`
+	LatencyUs    *DecodedLatency          `json:"latency_us,omitempty"`
+	Outputs      map[string]DecodedOutput `json:"outputs,omitempty"`
+	Sensors      []DecodedSample          `json:"sensors,omitempty"`
+	Truncated    bool                     `json:"truncated,omitempty"`
+	Event        string                   `json:"event,omitempty"`
+	Source       string                   `json:"source,omitempty"`
+	Model        string                   `json:"model,omitempty"`
+	Sink         string                   `json:"sink,omitempty"`
+	File         string                   `json:"file,omitempty"`
+	Reason       string                   `json:"reason,omitempty"`
+	Error        string                   `json:"error,omitempty"`
+	TNs          int64                    `json:"t_ns,omitempty"`
 }
 
 // DecodedEngine is a result's "engine" object.

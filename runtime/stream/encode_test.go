@@ -31,7 +31,7 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 	d := Decoded{Type: r.Kind.String(), V: Version, Seq: seq, Device: validUTF8(r.Device)}
 	switch r.Kind {
 	case KindResult:
-		d.Pipeline, d.FrameSeq, d.TCapture = str(r.Pipeline), r.FrameSeq, r.TCaptureNs
+		d.Pipeline, d.FrameSeq, d.TCapture, d.CaptureClock = str(r.Pipeline), r.FrameSeq, r.TCaptureNs, str(r.CaptureClock)
 		d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: str(r.Engine.SHA256)}
 		l := r.Latency
 		d.LatencyUs = &DecodedLatency{Fill: l.Fill, Queue: l.Queue, Pre: l.Pre, Infer: l.Infer, Post: l.Post, Encode: l.Encode, Total: l.Total}

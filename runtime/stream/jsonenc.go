@@ -55,6 +55,10 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 		b = strconv.AppendUint(b, r.FrameSeq, 10)
 		b = append(b, `,"t_capture_ns":`...)
 		b = strconv.AppendInt(b, r.TCaptureNs, 10)
+		if r.CaptureClock != "" {
+			b = append(b, `,"t_capture_clock":`...)
+			b = appendJSONString(b, r.CaptureClock)
+		}
 		b = appendJSONEngine(b, &r.Engine)
 		b = append(b, `,"outputs":{`...)
 		if level < levelNoLists {

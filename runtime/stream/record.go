@@ -47,8 +47,13 @@ type Record struct {
 	// Result fields.
 	FrameSeq   uint64
 	TCaptureNs int64 // CLOCK_MONOTONIC
-	Engine     EngineRef
-	Latency    Latency
+	// CaptureClock says where a network camera's TCaptureNs comes from
+	// ("sender_report": the camera's RTCP sender reports mapped to
+	// CLOCK_MONOTONIC; "arrival": its first packet's arrival); "" (left
+	// out of the record) for a local camera's own clock.
+	CaptureClock string
+	Engine       EngineRef
+	Latency      Latency
 	// TPostNs is when post-processing ended (CLOCK_MONOTONIC). When it is
 	// set, a sink fills Latency.Encode and Latency.Total as it writes the
 	// latency object, the last of the record: the encoding and hand-off

@@ -91,6 +91,12 @@ func sampleRecords() []struct {
 			Reason: "mqtt sink \"cloud\" (mqtts://broker.example:8883): connection refused", TNs: 5}},
 		{"status_config_rejected", Record{Kind: KindStatus, Device: "jetson-01", Event: "config_rejected", Source: "/etc/edged/edged.toml", File: "/etc/edged/edged.toml",
 			Reason: "/etc/edged/edged.toml:31:1: source[0].fsp: unknown key; did you mean \"fps\"? (every key is listed in configs/edged.toml)", TNs: 6}},
+		{"result_network_camera", Record{
+			Kind: KindResult, Device: "jetson-01", Pipeline: "dock", FrameSeq: 9, TCaptureNs: 987654321012, CaptureClock: "sender_report",
+			Engine:  EngineRef{Name: "demo", Generation: 1, SHA256: "ab12cd34ef56"},
+			Latency: Latency{Pre: 410, Infer: 2800, Post: 95, Total: 3400},
+			Outputs: []Output{{Name: "centroid", Kind: OutputRaw, Shape: []int64{1, 2}, Data: []float32{0.25, 0.75}}},
+		}},
 	}
 }
 

@@ -25,6 +25,16 @@ const (
 	TransportUDP  = "udp"
 )
 
+// Decoders a configuration may name (the source's decoder key). This build
+// has the CPU decoder only: DecoderAuto chooses it; DecoderNVDEC and
+// DecoderV4L2 are refused until edged has them.
+const (
+	DecoderAuto  = "auto"
+	DecoderCPU   = "cpu"
+	DecoderNVDEC = "nvdec"
+	DecoderV4L2  = "v4l2"
+)
+
 // Defaults.
 const (
 	// DefaultTimeout bounds the TCP connect, each RTSP request, and the

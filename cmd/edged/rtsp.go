@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/avcodec"
+	"github.com/edged-dev/edged/sensors/h26x"
+	"github.com/edged-dev/edged/sensors/rtsp"
+)
+
+// The network camera kind (kind = "rtsp") as the binary wires it: the
+// source built from its keys (runtime/config/rtsp.go checks them), the
+// decoder chosen, its edged check probe, its metrics and its STATUS= note.
+
+// defaultRTSPSlot is the frame slot of a network camera whose stream could
+// not be probed before its pipeline started: 1080p as NV12. A stream that
+// turns out larger is refused with the sizes (source_down) until edged
+// restarts and probes it.
+var defaultRTSPSlot = sensors.Format{Width: 1920, Height: 1080, Pixel: sensors.NV12}.FrameSize()
+
+// rtspCamera is a network camera of the daemon.
+type rtspCamera struct {
+	*rtsp.Source
+	timeout time.Duration
+
+	once sync.Once
+	slot int
+}
+
+// newRTSPCamera builds a network camera from its configuration; it
+// connects to nothing.
+func newRTSPCamera(sc *config.Source, c *config.Config) (sensors.Source, error) {
+	o := rtsp.Options{Name: sc.Name, URL: sc.URL, Username: sc.Username, Transport: sc.Transport,
+		Timeout: sc.Timeout.Duration, Decoder: cpuDecoder}
+	if sc.PasswordFile != "" {
+		b, err := c.ReadNamed(sc.PasswordFile, config.MaxPasswordFileBytes)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: password_file: %w", sc.Name, err)
+		}
+		o.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	src, err := rtsp.New(o)
+	if err != nil {
+		return nil, err
+	}
+	return &rtspCamera{Source: src, timeout: o.Timeout}, nil
+}
+
+// cpuDecoder opens libavcodec for one session (libavcodec chooses its
+// threads).
+func cpuDecoder(c h26x.Codec, params []byte) (rtsp.Decoder, error) {
+	d, err := avcodec.Open(c, avcodec.Options{Params: params})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// SlotSize is what a frame slot must hold (runtime looks for it before the
+// pipeline's pool is made): the stream's frames, probed once when no Start
+// learnt them yet, else defaultRTSPSlot.
+func (s *rtspCamera) SlotSize() int {
+	if n := s.Source.SlotSize(); n > 0 {
+		return n
+	}
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*s.timeout)
+		defer cancel()
+		if _, err := s.Probe(ctx); err == nil {
+			s.slot = s.Source.SlotSize()
+		}
+	})
+	if s.slot > 0 {
+		return s.slot
+	}
+	return defaultRTSPSlot
+}
+
+// decoderChoice says which decoder serves a network camera and why, or
+// what to install (ok false).
+func decoderChoice(sc *config.Source) (line string, ok bool) {
+	file, ver, err := avcodec.Load("")
+	if err != nil {
+		return fmt.Sprintf("no decoder: %v; install FFmpeg's libavcodec (Debian 12: apt install libavcodec59; Debian 13: libavcodec61; JetPack 5/6: apt install libavcodec58)", err), false
+	}
+	why := "decoder = \"cpu\""
+	if sc.Decoder == rtsp.DecoderAuto {
+		why = "decoder = \"auto\", and this build has no hardware video decoder (NVDEC, Jetson V4L2)"
+	}
+	return fmt.Sprintf("decoded on the CPU by %s (%s): %s", file, ver, why), true
+}
+
+// checkRTSP is edged check's probe of a network camera: it connects as run
+// does (DESCRIBE, SETUP, PLAY), reads the codec and size from the stream
+// and says which decoder will serve it.
+func checkRTSP(ctx context.Context, sc *config.Source, c *config.Config) (what string, err error) {
+	src, err := newRTSPCamera(sc, c)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	line, ok := decoderChoice(sc)
+	ctx, cancel := context.WithTimeout(ctx, 3*sc.Timeout.Duration)
+	defer cancel()
+	info, err := src.(*rtspCamera).Probe(ctx)
+	if err != nil {
+		return "", err
+	}
+	what = fmt.Sprintf("%s: %s %dx%d over %s; %s", rtsp.Redact(sc.URL), info.Codec, info.Format.Width, info.Format.Height, info.Transport, line)
+	if info.Note != "" {
+		what += "; " + info.Note
+	}
+	if !ok {
+		return "", fmt.Errorf("%s", what)
+	}
+	return what, nil
+}
+
+var (
+	descRTSPDropped = prometheus.NewDesc("edged_rtsp_frames_dropped_total",
+		"Network camera pictures dropped before decoding or delivery, by reason (loss: RTP packets lost, until the next key picture).",
+		[]string{"source", "reason"}, nil)
+	descRTSPLost = prometheus.NewDesc("edged_rtsp_packets_lost_total",
+		"RTP packets of a network camera missing by sequence number.", []string{"source"}, nil)
+	descRTSPFrames = prometheus.NewDesc("edged_rtsp_frames_total",
+		"Network camera frames delivered, by where their capture time comes from (sender_report, arrival).", []string{"source", "clock"}, nil)
+	descRTSPTransport = prometheus.NewDesc("edged_rtsp_transport",
+		"1 for the transport of a network camera's current or last session (tcp, udp).", []string{"source", "transport"}, nil)
+)
+
+// Collect implements prometheus.Collector (runtime collects a source that
+// is one, with the daemon's series).
+func (s *rtspCamera) Collect(ch chan<- prometheus.Metric) {
+	st, name := s.Stats(), s.Name()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, r := range h26x.DropReasons() {
+		counter(descRTSPDropped, st.Depacketizer.Dropped[r-1], name, r.String())
+	}
+	counter(descRTSPDropped, st.DecoderDropped, name, "decoder")
+	counter(descRTSPLost, st.Depacketizer.Lost, name)
+	counter(descRTSPFrames, st.ClockSenderReport, name, sensors.ClockSenderReport.String())
+	counter(descRTSPFrames, st.ClockArrival, name, sensors.ClockArrival.String())
+	if st.Transport != "" {
+		ch <- prometheus.MustNewConstMetric(descRTSPTransport, prometheus.GaugeValue, 1, name, st.Transport)
+	}
+}
+
+// Describe implements prometheus.Collector: unchecked, as the daemon's.
+func (s *rtspCamera) Describe(chan<- *prometheus.Desc) {}
+
+// StatusNote is what STATUS= says of the camera (runtime looks for it):
+// its transport, and the pictures dropped after losses so far.
+func (s *rtspCamera) StatusNote() string {
+	st := s.Stats()
+	var b bytes.Buffer
+	if st.Transport != "" {
+		fmt.Fprintf(&b, "rtsp over %s", st.Transport)
+	}
+	if n := st.Depacketizer.DroppedTotal() + st.DecoderDropped; n > 0 {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d pictures dropped until a key picture (%d RTP packets lost)", n, st.Depacketizer.Lost)
+	}
+	return b.String()
+}
