@@ -3,7 +3,8 @@
 // bound at run time through the CUDA driver API, and page-aligned host memory
 // for machines without CUDA.
 //
-// The driver is loaded with dlopen("libcuda.so.1") on first use; nothing of
+// The driver is loaded on first use through internal/cuda, edged's one
+// binding of the driver API (dlopen of the driver library); nothing of
 // CUDA is needed to build, and a binary built without cgo, or run on a
 // machine without an NVIDIA driver, reports [ErrNoCUDA] and uses host memory.
 // CUDA status codes are [Result] values: errors that name the CUDA constant

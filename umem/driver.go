@@ -3,8 +3,10 @@ package umem
 import "unsafe"
 
 // driver is the CUDA driver API surface umem uses. The cgo build binds it
-// to libcuda.so.1 at run time (driver_cgo.go); the pure-Go build has none
-// (driver_nocgo.go); unit tests use a fake that models the driver in Go.
+// to internal/cuda, the one binding of the driver (driver_cgo.go); the
+// pure-Go build has none (driver_nocgo.go); unit tests use a fake that
+// models the driver in Go (fake_test.go): the fake stands at this
+// interface, which umem declares.
 //
 // Every call that works in a context takes the context handle and makes it
 // current on the calling OS thread first, so callers need not care which

@@ -2,354 +2,34 @@
 
 package umem
 
-/*
-#cgo LDFLAGS: -ldl
-#cgo noescape edged_cu_dev_name
-#cgo noescape edged_cu_dev_attr
-#cgo noescape edged_cu_u64out
-#cgo noescape edged_cu_meminfo
-#cgo noescape edged_cu_alloc
-#cgo noescape edged_cu_alloc_managed
-#cgo noescape edged_cu_host_alloc
-#cgo noescape edged_cu_stream_create
-#cgo noescape edged_cu_event_create
-#cgo noescape edged_cu_event_elapsed
-#cgo noescape edged_cu_module_load
-#cgo noescape edged_cu_module_function
-#cgo noescape edged_cu_launch
-#cgo noescape edged_cu_memcpy
-#cgo noescape edged_cu_error_string
-#cgo nocallback edged_cu_call
-#cgo nocallback edged_cu_memcpy
-#cgo nocallback edged_cu_launch
-#cgo nocallback edged_cu_u64out
-
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stddef.h>
-#include <stdlib.h>
-
-// A minimal declaration set of our own (never NVIDIA's headers): the
-// typedefs and entry points umem calls, with the exact versioned symbol
-// names that cuda.h maps the plain names to.
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
-typedef struct { int type; int id; } CUmemLocation;
-enum { LOC_DEVICE = 1, LOC_HOST = 2 };
-enum { JIT_ERROR_LOG_BUFFER = 5, JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 };
-enum { EDGED_NO_SYMBOL = -1 };
-
-static struct {
-	CUresult (*init)(unsigned);
-	CUresult (*driverGetVersion)(int*);
-	CUresult (*deviceGetCount)(int*);
-	CUresult (*deviceGet)(CUdevice*, int);
-	CUresult (*deviceGetName)(char*, int, CUdevice);
-	CUresult (*deviceGetAttribute)(int*, int, CUdevice);
-	CUresult (*deviceTotalMem)(size_t*, CUdevice);
-	CUresult (*primaryCtxRetain)(CUcontext*, CUdevice);
-	CUresult (*primaryCtxRelease)(CUdevice);
-	CUresult (*primaryCtxSetFlags)(CUdevice, unsigned);
-	CUresult (*ctxSetCurrent)(CUcontext);
-	CUresult (*ctxGetCurrent)(CUcontext*);
-	CUresult (*memGetInfo)(size_t*, size_t*);
-	CUresult (*memAlloc)(CUdeviceptr*, size_t);
-	CUresult (*memAllocManaged)(CUdeviceptr*, size_t, unsigned);
-	CUresult (*memFree)(CUdeviceptr);
-	CUresult (*memHostAlloc)(void**, size_t, unsigned);
-	CUresult (*memFreeHost)(void*);
-	CUresult (*memHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
-	CUresult (*streamCreate)(CUstream*, unsigned);
-	CUresult (*streamDestroy)(CUstream);
-	CUresult (*streamSynchronize)(CUstream);
-	CUresult (*streamQuery)(CUstream);
-	CUresult (*streamAttachMemAsync)(CUstream, CUdeviceptr, size_t, unsigned);
-	CUresult (*memPrefetchAsync)(CUdeviceptr, size_t, CUdevice, CUstream);
-	CUresult (*memPrefetchAsync_v2)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream);
-	CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
-	CUresult (*memcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
-	CUresult (*memcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-	CUresult (*eventCreate)(CUevent*, unsigned);
-	CUresult (*eventDestroy)(CUevent);
-	CUresult (*eventRecord)(CUevent, CUstream);
-	CUresult (*eventSynchronize)(CUevent);
-	CUresult (*eventQuery)(CUevent);
-	CUresult (*eventElapsedTime)(float*, CUevent, CUevent);
-	CUresult (*moduleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
-	CUresult (*moduleUnload)(CUmodule);
-	CUresult (*moduleGetFunction)(CUfunction*, CUmodule, const char*);
-	CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-		unsigned, CUstream, void**, void**);
-	CUresult (*getErrorName)(CUresult, const char**);
-	CUresult (*getErrorString)(CUresult, const char**);
-} cu;
-
-// edged_cu_bind looks every symbol up; it returns the name of the first
-// required one that is missing, or NULL.
-static const char* edged_cu_bind(void* h) {
-	struct { const char* name; void** slot; int required; } t[] = {
-		{"cuInit", (void**)&cu.init, 1},
-		{"cuDriverGetVersion", (void**)&cu.driverGetVersion, 1},
-		{"cuDeviceGetCount", (void**)&cu.deviceGetCount, 1},
-		{"cuDeviceGet", (void**)&cu.deviceGet, 1},
-		{"cuDeviceGetName", (void**)&cu.deviceGetName, 1},
-		{"cuDeviceGetAttribute", (void**)&cu.deviceGetAttribute, 1},
-		{"cuDeviceTotalMem_v2", (void**)&cu.deviceTotalMem, 1},
-		{"cuDevicePrimaryCtxRetain", (void**)&cu.primaryCtxRetain, 1},
-		{"cuDevicePrimaryCtxRelease_v2", (void**)&cu.primaryCtxRelease, 1},
-		{"cuDevicePrimaryCtxSetFlags_v2", (void**)&cu.primaryCtxSetFlags, 1},
-		{"cuCtxSetCurrent", (void**)&cu.ctxSetCurrent, 1},
-		{"cuCtxGetCurrent", (void**)&cu.ctxGetCurrent, 1},
-		{"cuMemGetInfo_v2", (void**)&cu.memGetInfo, 1},
-		{"cuMemAlloc_v2", (void**)&cu.memAlloc, 1},
-		{"cuMemAllocManaged", (void**)&cu.memAllocManaged, 1},
-		{"cuMemFree_v2", (void**)&cu.memFree, 1},
-		{"cuMemHostAlloc", (void**)&cu.memHostAlloc, 1},
-		{"cuMemFreeHost", (void**)&cu.memFreeHost, 1},
-		{"cuMemHostGetDevicePointer_v2", (void**)&cu.memHostGetDevicePointer, 1},
-		{"cuStreamCreate", (void**)&cu.streamCreate, 1},
-		{"cuStreamDestroy_v2", (void**)&cu.streamDestroy, 1},
-		{"cuStreamSynchronize", (void**)&cu.streamSynchronize, 1},
-		{"cuStreamQuery", (void**)&cu.streamQuery, 1},
-		{"cuStreamAttachMemAsync", (void**)&cu.streamAttachMemAsync, 1},
-		{"cuMemPrefetchAsync", (void**)&cu.memPrefetchAsync, 0},
-		{"cuMemPrefetchAsync_v2", (void**)&cu.memPrefetchAsync_v2, 0},
-		{"cuMemcpyHtoDAsync_v2", (void**)&cu.memcpyHtoDAsync, 1},
-		{"cuMemcpyDtoHAsync_v2", (void**)&cu.memcpyDtoHAsync, 1},
-		{"cuMemcpyDtoDAsync_v2", (void**)&cu.memcpyDtoDAsync, 1},
-		{"cuEventCreate", (void**)&cu.eventCreate, 1},
-		{"cuEventDestroy_v2", (void**)&cu.eventDestroy, 1},
-		{"cuEventRecord", (void**)&cu.eventRecord, 1},
-		{"cuEventSynchronize", (void**)&cu.eventSynchronize, 1},
-		{"cuEventQuery", (void**)&cu.eventQuery, 1},
-		{"cuEventElapsedTime", (void**)&cu.eventElapsedTime, 1},
-		{"cuModuleLoadDataEx", (void**)&cu.moduleLoadDataEx, 1},
-		{"cuModuleUnload", (void**)&cu.moduleUnload, 1},
-		{"cuModuleGetFunction", (void**)&cu.moduleGetFunction, 1},
-		{"cuLaunchKernel", (void**)&cu.launchKernel, 1},
-		{"cuGetErrorName", (void**)&cu.getErrorName, 1},
-		{"cuGetErrorString", (void**)&cu.getErrorString, 1},
-	};
-	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-		*t[i].slot = dlsym(h, t[i].name);
-		if (*t[i].slot == NULL && t[i].required) return t[i].name;
-	}
-	return NULL;
-}
-
-static int edged_cu_has_prefetch(void) { return cu.memPrefetchAsync_v2 != NULL || cu.memPrefetchAsync != NULL; }
-
-#define SETCUR(c) do { CUresult r_ = cu.ctxSetCurrent((CUcontext)(c)); if (r_) return r_; } while (0)
-
-// Operations without out-parameters, selected by op so the Go side needs
-// one trampoline. Every operation in a context makes it current first.
-enum {
-	OP_INIT, OP_CTX_RELEASE, OP_CTX_SETFLAGS, OP_CTX_SET, OP_FREE, OP_FREE_HOST,
-	OP_STREAM_DESTROY, OP_STREAM_SYNC, OP_STREAM_QUERY, OP_ATTACH, OP_PREFETCH,
-	OP_EVENT_DESTROY, OP_EVENT_RECORD, OP_EVENT_SYNC, OP_EVENT_QUERY, OP_MODULE_UNLOAD,
-};
-
-static CUresult edged_cu_call(int op, uintptr_t ctx, uintptr_t a, uintptr_t b, uint64_t c, int64_t d) {
-	switch (op) {
-	case OP_INIT: return cu.init(0);
-	case OP_CTX_RELEASE: return cu.primaryCtxRelease((CUdevice)a);
-	case OP_CTX_SETFLAGS: return cu.primaryCtxSetFlags((CUdevice)a, (unsigned)b);
-	case OP_CTX_SET: return cu.ctxSetCurrent((CUcontext)ctx);
-	}
-	SETCUR(ctx);
-	switch (op) {
-	case OP_FREE: return cu.memFree((CUdeviceptr)a);
-	case OP_FREE_HOST: return cu.memFreeHost((void*)a);
-	case OP_STREAM_DESTROY: return cu.streamDestroy((CUstream)a);
-	case OP_STREAM_SYNC: return cu.streamSynchronize((CUstream)a);
-	case OP_STREAM_QUERY: return cu.streamQuery((CUstream)a);
-	case OP_ATTACH: return cu.streamAttachMemAsync((CUstream)a, (CUdeviceptr)b, 0, (unsigned)c);
-	case OP_PREFETCH: {
-		// a: stream, b: pointer, c: bytes, d: device ordinal or -1 for the CPU
-		if (cu.memPrefetchAsync_v2) {
-			CUmemLocation loc = { d < 0 ? LOC_HOST : LOC_DEVICE, d < 0 ? 0 : (int)d };
-			return cu.memPrefetchAsync_v2((CUdeviceptr)b, (size_t)c, loc, 0, (CUstream)a);
-		}
-		if (cu.memPrefetchAsync) return cu.memPrefetchAsync((CUdeviceptr)b, (size_t)c, (CUdevice)d, (CUstream)a);
-		return EDGED_NO_SYMBOL;
-	}
-	case OP_EVENT_DESTROY: return cu.eventDestroy((CUevent)a);
-	case OP_EVENT_RECORD: return cu.eventRecord((CUevent)a, (CUstream)b);
-	case OP_EVENT_SYNC: return cu.eventSynchronize((CUevent)a);
-	case OP_EVENT_QUERY: return cu.eventQuery((CUevent)a);
-	case OP_MODULE_UNLOAD: return cu.moduleUnload((CUmodule)a);
-	}
-	return 1; // CUDA_ERROR_INVALID_VALUE
-}
-
-enum { U64_VERSION, U64_COUNT, U64_DEVICE, U64_TOTALMEM, U64_RETAIN, U64_GETCUR };
-
-static CUresult edged_cu_u64out(int op, int a, uint64_t* out) {
-	int i = 0; size_t z = 0; CUcontext c = NULL; CUresult r = 1;
-	switch (op) {
-	case U64_VERSION: r = cu.driverGetVersion(&i); *out = (uint64_t)i; break;
-	case U64_COUNT: r = cu.deviceGetCount(&i); *out = (uint64_t)i; break;
-	case U64_DEVICE: { CUdevice dv = 0; r = cu.deviceGet(&dv, a); *out = (uint64_t)dv; break; }
-	case U64_TOTALMEM: r = cu.deviceTotalMem(&z, (CUdevice)a); *out = z; break;
-	case U64_RETAIN: r = cu.primaryCtxRetain(&c, (CUdevice)a); *out = (uint64_t)(uintptr_t)c; break;
-	case U64_GETCUR: r = cu.ctxGetCurrent(&c); *out = (uint64_t)(uintptr_t)c; break;
-	}
-	return r;
-}
-
-static CUresult edged_cu_dev_name(int dev, char* buf, int n) { return cu.deviceGetName(buf, n, (CUdevice)dev); }
-static CUresult edged_cu_dev_attr(int dev, int attr, int* v) { return cu.deviceGetAttribute(v, attr, (CUdevice)dev); }
-
-static CUresult edged_cu_meminfo(uintptr_t ctx, uint64_t* free, uint64_t* total) {
-	size_t f = 0, t = 0;
-	SETCUR(ctx);
-	CUresult r = cu.memGetInfo(&f, &t);
-	*free = f; *total = t;
-	return r;
-}
-
-static CUresult edged_cu_alloc(uintptr_t ctx, size_t n, uint64_t* dptr) {
-	CUdeviceptr p = 0;
-	SETCUR(ctx);
-	CUresult r = cu.memAlloc(&p, n);
-	*dptr = p;
-	return r;
-}
-
-static CUresult edged_cu_alloc_managed(uintptr_t ctx, size_t n, unsigned flags, uint64_t* dptr, void** host) {
-	CUdeviceptr p = 0;
-	SETCUR(ctx);
-	CUresult r = cu.memAllocManaged(&p, n, flags);
-	*dptr = p;
-	*host = (void*)(uintptr_t)p; // unified addressing: one address for both
-	return r;
-}
-
-static CUresult edged_cu_host_alloc(uintptr_t ctx, size_t n, unsigned flags, void** host, uint64_t* dptr) {
-	void* h = NULL; CUdeviceptr d = 0;
-	SETCUR(ctx);
-	CUresult r = cu.memHostAlloc(&h, n, flags);
-	if (r) return r;
-	r = cu.memHostGetDevicePointer(&d, h, 0);
-	if (r) { cu.memFreeHost(h); return r; }
-	*host = h; *dptr = d;
-	return 0;
-}
-
-enum { CPY_HTOD, CPY_DTOH, CPY_DTOD };
-
-static CUresult edged_cu_memcpy(int op, uintptr_t ctx, uint64_t dst, uint64_t src, void* host, size_t n, uintptr_t s) {
-	SETCUR(ctx);
-	switch (op) {
-	case CPY_HTOD: return cu.memcpyHtoDAsync((CUdeviceptr)dst, host, n, (CUstream)s);
-	case CPY_DTOH: return cu.memcpyDtoHAsync(host, (CUdeviceptr)src, n, (CUstream)s);
-	case CPY_DTOD: return cu.memcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, (CUstream)s);
-	}
-	return 1;
-}
-
-static CUresult edged_cu_stream_create(uintptr_t ctx, unsigned flags, uintptr_t* out) {
-	CUstream s = NULL;
-	SETCUR(ctx);
-	CUresult r = cu.streamCreate(&s, flags);
-	*out = (uintptr_t)s;
-	return r;
-}
-
-static CUresult edged_cu_event_create(uintptr_t ctx, unsigned flags, uintptr_t* out) {
-	CUevent e = NULL;
-	SETCUR(ctx);
-	CUresult r = cu.eventCreate(&e, flags);
-	*out = (uintptr_t)e;
-	return r;
-}
-
-static CUresult edged_cu_event_elapsed(uintptr_t ctx, uintptr_t start, uintptr_t end, float* ms) {
-	SETCUR(ctx);
-	return cu.eventElapsedTime(ms, (CUevent)start, (CUevent)end);
-}
-
-static CUresult edged_cu_module_load(uintptr_t ctx, const void* image, char* log, size_t logSize, uintptr_t* out) {
-	CUmodule m = NULL;
-	int opts[2] = { JIT_ERROR_LOG_BUFFER, JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
-	void* vals[2] = { log, (void*)(uintptr_t)logSize };
-	SETCUR(ctx);
-	CUresult r = cu.moduleLoadDataEx(&m, image, 2, opts, vals);
-	*out = (uintptr_t)m;
-	return r;
-}
-
-static CUresult edged_cu_module_function(uintptr_t ctx, uintptr_t mod, const char* name, uintptr_t* out) {
-	CUfunction f = NULL;
-	SETCUR(ctx);
-	CUresult r = cu.moduleGetFunction(&f, (CUmodule)mod, name);
-	*out = (uintptr_t)f;
-	return r;
-}
-
-// edged_cu_launch builds the kernelParams array from a packed argument
-// block and offsets; cuLaunchKernel copies the values before returning.
-static CUresult edged_cu_launch(uintptr_t ctx, uintptr_t fn, const unsigned* dims, unsigned shmem,
-		uintptr_t s, void* blob, const int32_t* off, int n) {
-	void* params[32];
-	if (n > 32) return 1;
-	for (int i = 0; i < n; i++) params[i] = (char*)blob + off[i];
-	SETCUR(ctx);
-	return cu.launchKernel((CUfunction)fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
-		shmem, (CUstream)s, n ? params : NULL, NULL);
-}
-
-static const char* edged_cu_error_string(CUresult r, int name) {
-	const char* s = NULL;
-	if ((name ? cu.getErrorName(r, &s) : cu.getErrorString(r, &s)) != 0) return NULL;
-	return s;
-}
-*/
-import "C"
-
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"unsafe"
-)
 
-// cudaSonames are tried in order; the first is what the NVIDIA driver
-// registers in the loader cache, on desktop Linux and on Jetson alike.
-var cudaSonames = []string{
-	"libcuda.so.1",
-	"/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
-	"/usr/lib/aarch64-linux-gnu/nvidia/libcuda.so.1",
-}
+	"github.com/edged-dev/edged/internal/cuda"
+)
 
 var (
 	loadOnce sync.Once
 	loadErr  error
-	theDrv   *cgoDriver
+	theDrv   *cudaDriver
 )
 
-// loadDriver dlopens the driver, binds its symbols and calls cuInit, once
-// per process. The library stays loaded for the life of the process.
+// loadDriver loads the CUDA driver through internal/cuda (edged's one
+// binding of libcuda) and calls cuInit, once per process.
 func loadDriver() (driver, error) {
 	loadOnce.Do(func() {
-		h, err := dlopenFirst(cudaSonames)
+		d, err := cuda.Load()
 		if err != nil {
 			loadErr = fmt.Errorf("%w: %w", ErrNoCUDA, err)
 			return
 		}
-		if missing := C.edged_cu_bind(h); missing != nil {
-			loadErr = fmt.Errorf("%w: the CUDA driver lacks %s (driver too old? edged needs CUDA 11.4 or newer)", ErrNoCUDA, C.GoString(missing))
-			return
-		}
-		if r := Result(C.edged_cu_call(C.OP_INIT, 0, 0, 0, 0, 0)); r != resultSuccess {
+		if r := Result(d.Init()); r != resultSuccess {
 			loadErr = fmt.Errorf("%w: cuInit: %w", ErrNoCUDA, r)
 			return
 		}
-		theDrv = &cgoDriver{}
-		f := theDrv.errorText
-		driverText.Store(&f)
+		theDrv = &cudaDriver{d}
 	})
 	if loadErr != nil {
 		return nil, loadErr
@@ -357,255 +37,180 @@ func loadDriver() (driver, error) {
 	return theDrv, nil
 }
 
-// dlopenFirst opens the first library that loads. dlerror is per OS
-// thread, so the goroutine stays on one thread from dlopen to dlerror.
-func dlopenFirst(names []string) (unsafe.Pointer, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var first string
-	for _, name := range names {
-		cname := C.CString(name)
-		h := C.dlopen(cname, C.RTLD_NOW|C.RTLD_LOCAL)
-		C.free(unsafe.Pointer(cname))
-		if h != nil {
-			return h, nil
-		}
-		if first == "" {
-			if e := C.dlerror(); e != nil {
-				first = C.GoString(e)
-			} else {
-				first = "dlopen " + name + " failed"
-			}
-		}
-	}
-	return nil, fmt.Errorf("cannot load the NVIDIA driver library: %s", first)
+// cudaDriver is umem's driver over internal/cuda: each status becomes an
+// error naming the driver function, matching umem's sentinels.
+type cudaDriver struct{ d *cuda.Driver }
+
+func (c *cudaDriver) version() (int, error) {
+	v, r := c.d.Version()
+	return v, call("cuDriverGetVersion", Result(r))
 }
 
-type cgoDriver struct{}
-
-func op(fn string, code C.int, ctx, a, b uintptr, c uint64, d int64) error {
-	return call(fn, Result(C.edged_cu_call(code, C.uintptr_t(ctx), C.uintptr_t(a), C.uintptr_t(b), C.uint64_t(c), C.int64_t(d))))
+func (c *cudaDriver) deviceCount() (int, error) {
+	v, r := c.d.DeviceCount()
+	return v, call("cuDeviceGetCount", Result(r))
 }
 
-func u64out(fn string, code C.int, a int) (uint64, error) {
-	var v C.uint64_t
-	r := Result(C.edged_cu_u64out(code, C.int(a), &v))
-	return uint64(v), call(fn, r)
+func (c *cudaDriver) deviceGet(ordinal int) (int, error) {
+	v, r := c.d.DeviceGet(ordinal)
+	return v, call("cuDeviceGet", Result(r))
 }
 
-func (cgoDriver) version() (int, error) {
-	v, err := u64out("cuDriverGetVersion", C.U64_VERSION, 0)
-	return int(v), err
+func (c *cudaDriver) deviceName(dev int) (string, error) {
+	v, r := c.d.DeviceName(dev)
+	return v, call("cuDeviceGetName", Result(r))
 }
 
-func (cgoDriver) deviceCount() (int, error) {
-	v, err := u64out("cuDeviceGetCount", C.U64_COUNT, 0)
-	return int(v), err
+func (c *cudaDriver) deviceAttr(dev, attr int) (int, error) {
+	v, r := c.d.DeviceAttr(dev, attr)
+	return v, call("cuDeviceGetAttribute", Result(r))
 }
 
-func (cgoDriver) deviceGet(ordinal int) (int, error) {
-	v, err := u64out("cuDeviceGet", C.U64_DEVICE, ordinal)
-	return int(v), err
+func (c *cudaDriver) deviceTotalMem(dev int) (uint64, error) {
+	v, r := c.d.DeviceTotalMem(dev)
+	return v, call("cuDeviceTotalMem_v2", Result(r))
 }
 
-func (cgoDriver) deviceName(dev int) (string, error) {
-	var buf [256]C.char
-	if err := call("cuDeviceGetName", Result(C.edged_cu_dev_name(C.int(dev), &buf[0], C.int(len(buf))))); err != nil {
-		return "", err
-	}
-	buf[len(buf)-1] = 0
-	return C.GoString(&buf[0]), nil
+func (c *cudaDriver) primaryCtxRetain(dev int) (uintptr, error) {
+	v, r := c.d.PrimaryCtxRetain(dev)
+	return v, call("cuDevicePrimaryCtxRetain", Result(r))
 }
 
-func (cgoDriver) deviceAttr(dev, attr int) (int, error) {
-	var v C.int
-	err := call("cuDeviceGetAttribute", Result(C.edged_cu_dev_attr(C.int(dev), C.int(attr), &v)))
-	return int(v), err
+func (c *cudaDriver) primaryCtxRelease(dev int) error {
+	return call("cuDevicePrimaryCtxRelease_v2", Result(c.d.PrimaryCtxRelease(dev)))
 }
 
-func (cgoDriver) deviceTotalMem(dev int) (uint64, error) {
-	return u64out("cuDeviceTotalMem_v2", C.U64_TOTALMEM, dev)
+func (c *cudaDriver) primaryCtxSetFlags(dev int, flags uint32) error {
+	return call("cuDevicePrimaryCtxSetFlags_v2", Result(c.d.PrimaryCtxSetFlags(dev, flags)))
 }
 
-func (cgoDriver) primaryCtxRetain(dev int) (uintptr, error) {
-	v, err := u64out("cuDevicePrimaryCtxRetain", C.U64_RETAIN, dev)
-	return uintptr(v), err
+func (c *cudaDriver) ctxSetCurrent(ctx uintptr) error {
+	return call("cuCtxSetCurrent", Result(c.d.CtxSetCurrent(ctx)))
 }
 
-func (cgoDriver) primaryCtxRelease(dev int) error {
-	return op("cuDevicePrimaryCtxRelease_v2", C.OP_CTX_RELEASE, 0, uintptr(dev), 0, 0, 0)
+func (c *cudaDriver) ctxGetCurrent() (uintptr, error) {
+	v, r := c.d.CtxGetCurrent()
+	return v, call("cuCtxGetCurrent", Result(r))
 }
 
-func (cgoDriver) primaryCtxSetFlags(dev int, flags uint32) error {
-	return op("cuDevicePrimaryCtxSetFlags_v2", C.OP_CTX_SETFLAGS, 0, uintptr(dev), uintptr(flags), 0, 0)
+func (c *cudaDriver) memGetInfo(ctx uintptr) (uint64, uint64, error) {
+	f, t, r := c.d.MemGetInfo(ctx)
+	return f, t, call("cuMemGetInfo_v2", Result(r))
 }
 
-func (cgoDriver) ctxSetCurrent(ctx uintptr) error {
-	return op("cuCtxSetCurrent", C.OP_CTX_SET, ctx, 0, 0, 0, 0)
+func (c *cudaDriver) memAlloc(ctx uintptr, n int) (uintptr, error) {
+	p, r := c.d.MemAlloc(ctx, n)
+	return p, call("cuMemAlloc_v2", Result(r))
 }
 
-func (cgoDriver) ctxGetCurrent() (uintptr, error) {
-	v, err := u64out("cuCtxGetCurrent", C.U64_GETCUR, 0)
-	return uintptr(v), err
+func (c *cudaDriver) memAllocManaged(ctx uintptr, n int, flags uint32) (uintptr, unsafe.Pointer, error) {
+	p, h, r := c.d.MemAllocManaged(ctx, n, flags)
+	return p, h, call("cuMemAllocManaged", Result(r))
 }
 
-func (cgoDriver) memGetInfo(ctx uintptr) (uint64, uint64, error) {
-	var f, t C.uint64_t
-	err := call("cuMemGetInfo_v2", Result(C.edged_cu_meminfo(C.uintptr_t(ctx), &f, &t)))
-	return uint64(f), uint64(t), err
+func (c *cudaDriver) memFree(ctx uintptr, dptr uintptr) error {
+	return call("cuMemFree_v2", Result(c.d.MemFree(ctx, dptr)))
 }
 
-func (cgoDriver) memAlloc(ctx uintptr, n int) (uintptr, error) {
-	var p C.uint64_t
-	err := call("cuMemAlloc_v2", Result(C.edged_cu_alloc(C.uintptr_t(ctx), C.size_t(n), &p)))
-	return uintptr(p), err
+func (c *cudaDriver) memHostAlloc(ctx uintptr, n int, flags uint32) (unsafe.Pointer, uintptr, error) {
+	h, p, r := c.d.MemHostAlloc(ctx, n, flags)
+	return h, p, call("cuMemHostAlloc", Result(r))
 }
 
-func (cgoDriver) memAllocManaged(ctx uintptr, n int, flags uint32) (uintptr, unsafe.Pointer, error) {
-	var p C.uint64_t
-	var h unsafe.Pointer
-	err := call("cuMemAllocManaged", Result(C.edged_cu_alloc_managed(C.uintptr_t(ctx), C.size_t(n), C.uint(flags), &p, &h)))
-	return uintptr(p), h, err
+func (c *cudaDriver) memFreeHost(ctx uintptr, p unsafe.Pointer) error {
+	return call("cuMemFreeHost", Result(c.d.MemFreeHost(ctx, p)))
 }
 
-func (cgoDriver) memFree(ctx uintptr, dptr uintptr) error {
-	return op("cuMemFree_v2", C.OP_FREE, ctx, dptr, 0, 0, 0)
+func (c *cudaDriver) streamCreate(ctx uintptr, flags uint32) (uintptr, error) {
+	s, r := c.d.StreamCreate(ctx, flags)
+	return s, call("cuStreamCreate", Result(r))
 }
 
-func (cgoDriver) memHostAlloc(ctx uintptr, n int, flags uint32) (unsafe.Pointer, uintptr, error) {
-	var h unsafe.Pointer
-	var p C.uint64_t
-	err := call("cuMemHostAlloc", Result(C.edged_cu_host_alloc(C.uintptr_t(ctx), C.size_t(n), C.uint(flags), &h, &p)))
-	return h, uintptr(p), err
+func (c *cudaDriver) streamDestroy(ctx, s uintptr) error {
+	return call("cuStreamDestroy_v2", Result(c.d.StreamDestroy(ctx, s)))
 }
 
-func (cgoDriver) memFreeHost(ctx uintptr, p unsafe.Pointer) error {
-	return op("cuMemFreeHost", C.OP_FREE_HOST, ctx, uintptr(p), 0, 0, 0)
+func (c *cudaDriver) streamSynchronize(ctx, s uintptr) error {
+	return call("cuStreamSynchronize", Result(c.d.StreamSynchronize(ctx, s)))
 }
 
-func (cgoDriver) streamCreate(ctx uintptr, flags uint32) (uintptr, error) {
-	var s C.uintptr_t
-	err := call("cuStreamCreate", Result(C.edged_cu_stream_create(C.uintptr_t(ctx), C.uint(flags), &s)))
-	return uintptr(s), err
-}
-
-func (cgoDriver) streamDestroy(ctx, s uintptr) error {
-	return op("cuStreamDestroy_v2", C.OP_STREAM_DESTROY, ctx, s, 0, 0, 0)
-}
-
-func (cgoDriver) streamSynchronize(ctx, s uintptr) error {
-	return op("cuStreamSynchronize", C.OP_STREAM_SYNC, ctx, s, 0, 0, 0)
-}
-
-func (cgoDriver) streamQuery(ctx, s uintptr) error {
-	r := Result(C.edged_cu_call(C.OP_STREAM_QUERY, C.uintptr_t(ctx), C.uintptr_t(s), 0, 0, 0))
+func (c *cudaDriver) streamQuery(ctx, s uintptr) error {
+	r := Result(c.d.StreamQuery(ctx, s))
 	if r == resultNotReady {
 		return resultNotReady // the common case: no allocation
 	}
 	return call("cuStreamQuery", r)
 }
 
-func (cgoDriver) streamAttachMem(ctx, s, dptr uintptr, flags uint32) error {
-	return op("cuStreamAttachMemAsync", C.OP_ATTACH, ctx, s, dptr, uint64(flags), 0)
+func (c *cudaDriver) streamAttachMem(ctx, s, dptr uintptr, flags uint32) error {
+	return call("cuStreamAttachMemAsync", Result(c.d.StreamAttachMem(ctx, s, dptr, flags)))
 }
 
-func (cgoDriver) canPrefetch() bool { return C.edged_cu_has_prefetch() != 0 }
+func (c *cudaDriver) canPrefetch() bool { return c.d.CanPrefetch() }
 
-func (cgoDriver) prefetch(ctx, dptr uintptr, n int, dst int, s uintptr) error {
-	return op("cuMemPrefetchAsync", C.OP_PREFETCH, ctx, s, dptr, uint64(n), int64(dst))
+func (c *cudaDriver) prefetch(ctx, dptr uintptr, n int, dst int, s uintptr) error {
+	return call("cuMemPrefetchAsync", Result(c.d.Prefetch(ctx, dptr, n, dst, s)))
 }
 
-func (cgoDriver) memcpyHtoD(ctx, dst uintptr, src unsafe.Pointer, n int, s uintptr) error {
-	return call("cuMemcpyHtoDAsync_v2", Result(C.edged_cu_memcpy(C.CPY_HTOD, C.uintptr_t(ctx), C.uint64_t(dst), 0, src, C.size_t(n), C.uintptr_t(s))))
+func (c *cudaDriver) memcpyHtoD(ctx, dst uintptr, src unsafe.Pointer, n int, s uintptr) error {
+	return call("cuMemcpyHtoDAsync_v2", Result(c.d.MemcpyHtoD(ctx, dst, src, n, s)))
 }
 
-func (cgoDriver) memcpyDtoH(ctx uintptr, dst unsafe.Pointer, src uintptr, n int, s uintptr) error {
-	return call("cuMemcpyDtoHAsync_v2", Result(C.edged_cu_memcpy(C.CPY_DTOH, C.uintptr_t(ctx), 0, C.uint64_t(src), dst, C.size_t(n), C.uintptr_t(s))))
+func (c *cudaDriver) memcpyDtoH(ctx uintptr, dst unsafe.Pointer, src uintptr, n int, s uintptr) error {
+	return call("cuMemcpyDtoHAsync_v2", Result(c.d.MemcpyDtoH(ctx, dst, src, n, s)))
 }
 
-func (cgoDriver) memcpyDtoD(ctx, dst, src uintptr, n int, s uintptr) error {
-	return call("cuMemcpyDtoDAsync_v2", Result(C.edged_cu_memcpy(C.CPY_DTOD, C.uintptr_t(ctx), C.uint64_t(dst), C.uint64_t(src), nil, C.size_t(n), C.uintptr_t(s))))
+func (c *cudaDriver) memcpyDtoD(ctx, dst, src uintptr, n int, s uintptr) error {
+	return call("cuMemcpyDtoDAsync_v2", Result(c.d.MemcpyDtoD(ctx, dst, src, n, s)))
 }
 
-func (cgoDriver) eventCreate(ctx uintptr, flags uint32) (uintptr, error) {
-	var e C.uintptr_t
-	err := call("cuEventCreate", Result(C.edged_cu_event_create(C.uintptr_t(ctx), C.uint(flags), &e)))
-	return uintptr(e), err
+func (c *cudaDriver) eventCreate(ctx uintptr, flags uint32) (uintptr, error) {
+	e, r := c.d.EventCreate(ctx, flags)
+	return e, call("cuEventCreate", Result(r))
 }
 
-func (cgoDriver) eventDestroy(ctx, e uintptr) error {
-	return op("cuEventDestroy_v2", C.OP_EVENT_DESTROY, ctx, e, 0, 0, 0)
+func (c *cudaDriver) eventDestroy(ctx, e uintptr) error {
+	return call("cuEventDestroy_v2", Result(c.d.EventDestroy(ctx, e)))
 }
 
-func (cgoDriver) eventRecord(ctx, e, s uintptr) error {
-	return op("cuEventRecord", C.OP_EVENT_RECORD, ctx, e, s, 0, 0)
+func (c *cudaDriver) eventRecord(ctx, e, s uintptr) error {
+	return call("cuEventRecord", Result(c.d.EventRecord(ctx, e, s)))
 }
 
-func (cgoDriver) eventSynchronize(ctx, e uintptr) error {
-	return op("cuEventSynchronize", C.OP_EVENT_SYNC, ctx, e, 0, 0, 0)
+func (c *cudaDriver) eventSynchronize(ctx, e uintptr) error {
+	return call("cuEventSynchronize", Result(c.d.EventSynchronize(ctx, e)))
 }
 
-func (cgoDriver) eventQuery(ctx, e uintptr) error {
-	r := Result(C.edged_cu_call(C.OP_EVENT_QUERY, C.uintptr_t(ctx), C.uintptr_t(e), 0, 0, 0))
+func (c *cudaDriver) eventQuery(ctx, e uintptr) error {
+	r := Result(c.d.EventQuery(ctx, e))
 	if r == resultNotReady {
 		return resultNotReady
 	}
 	return call("cuEventQuery", r)
 }
 
-func (cgoDriver) eventElapsed(ctx, start, end uintptr) (float32, error) {
-	var ms C.float
-	err := call("cuEventElapsedTime", Result(C.edged_cu_event_elapsed(C.uintptr_t(ctx), C.uintptr_t(start), C.uintptr_t(end), &ms)))
-	return float32(ms), err
+func (c *cudaDriver) eventElapsed(ctx, start, end uintptr) (float32, error) {
+	ms, r := c.d.EventElapsed(ctx, start, end)
+	return ms, call("cuEventElapsedTime", Result(r))
 }
 
-func (cgoDriver) moduleLoad(ctx uintptr, image []byte) (uintptr, string, error) {
-	// The image is copied to C memory: the driver may read it after the
-	// call for lazy loading.
-	img := C.CBytes(image)
-	defer C.free(img)
-	var log [8192]C.char
-	var m C.uintptr_t
-	r := Result(C.edged_cu_module_load(C.uintptr_t(ctx), img, &log[0], C.size_t(len(log)), &m))
-	if r != resultSuccess {
-		log[len(log)-1] = 0
-		return 0, C.GoString(&log[0]), call("cuModuleLoadDataEx", r)
-	}
-	return uintptr(m), "", nil
+func (c *cudaDriver) moduleLoad(ctx uintptr, image []byte) (uintptr, string, error) {
+	m, log, r := c.d.ModuleLoad(ctx, image)
+	return m, log, call("cuModuleLoadDataEx", Result(r))
 }
 
-func (cgoDriver) moduleUnload(ctx, mod uintptr) error {
-	return op("cuModuleUnload", C.OP_MODULE_UNLOAD, ctx, mod, 0, 0, 0)
+func (c *cudaDriver) moduleUnload(ctx, mod uintptr) error {
+	return call("cuModuleUnload", Result(c.d.ModuleUnload(ctx, mod)))
 }
 
-func (cgoDriver) moduleFunction(ctx, mod uintptr, name string) (uintptr, error) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var f C.uintptr_t
-	err := call("cuModuleGetFunction", Result(C.edged_cu_module_function(C.uintptr_t(ctx), C.uintptr_t(mod), cname, &f)))
-	return uintptr(f), err
+func (c *cudaDriver) moduleFunction(ctx, mod uintptr, name string) (uintptr, error) {
+	f, r := c.d.ModuleFunction(ctx, mod, name)
+	return f, call("cuModuleGetFunction", Result(r))
 }
 
-func (cgoDriver) launch(ctx, fn uintptr, grid, block Dim3, sharedMem uint32, s uintptr, a *Args) error {
-	dims := [6]C.uint{C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z), C.uint(block.X), C.uint(block.Y), C.uint(block.Z)}
-	r := Result(C.edged_cu_launch(C.uintptr_t(ctx), C.uintptr_t(fn), &dims[0], C.uint(sharedMem), C.uintptr_t(s),
-		unsafe.Pointer(&a.blob[0]), (*C.int32_t)(unsafe.Pointer(&a.off[0])), C.int(a.n)))
-	return call("cuLaunchKernel", r)
+func (c *cudaDriver) launch(ctx, fn uintptr, grid, block Dim3, sharedMem uint32, s uintptr, a *Args) error {
+	dims := [6]uint32{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z}
+	return call("cuLaunchKernel", Result(c.d.Launch(ctx, fn, &dims, sharedMem, s, unsafe.Pointer(&a.blob[0]), &a.off[0], a.n)))
 }
 
-func (cgoDriver) errorText(r Result) (string, bool) {
-	s := C.edged_cu_error_string(C.CUresult(r), 0)
-	if s == nil {
-		return "", false
-	}
-	return C.GoString(s), true
-}
-
-// errorName is cuGetErrorName, for the test that checks the built-in table.
-func (cgoDriver) errorName(r Result) (string, bool) {
-	s := C.edged_cu_error_string(C.CUresult(r), 1)
-	if s == nil {
-		return "", false
-	}
-	return C.GoString(s), true
-}
+func (c *cudaDriver) errorText(r Result) (string, bool) { return c.d.ErrorText(cuda.Result(r)) }

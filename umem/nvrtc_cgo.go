@@ -3,6 +3,7 @@
 package umem
 
 /*
+#cgo LDFLAGS: -ldl
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -107,7 +109,7 @@ func loadNVRTC(path string) (nvrtcLib, error) {
 	}
 	var firstErr error
 	for _, name := range names {
-		h, err := dlopenFirst([]string{name})
+		h, err := dlopen(name)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -167,4 +169,21 @@ func (*cgoNVRTC) compile(src, name string, opts []string) ([]byte, string, error
 	code := C.GoBytes(unsafe.Pointer(ptx), C.int(size))
 	C.free(unsafe.Pointer(ptx))
 	return code, logText, nil
+}
+
+// dlopen opens the library name. dlerror is per OS thread, so the
+// goroutine stays on one thread from dlopen to dlerror.
+func dlopen(name string) (unsafe.Pointer, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cname := C.CString(name)
+	h := C.dlopen(cname, C.RTLD_NOW|C.RTLD_LOCAL)
+	C.free(unsafe.Pointer(cname))
+	if h != nil {
+		return h, nil
+	}
+	if e := C.dlerror(); e != nil {
+		return nil, fmt.Errorf("cannot load the NVIDIA driver library: %s", C.GoString(e))
+	}
+	return nil, fmt.Errorf("cannot load the NVIDIA driver library: dlopen %s failed", name)
 }

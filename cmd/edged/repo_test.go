@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,16 +65,18 @@ func TestPackageDocs(t *testing.T) {
 	}
 }
 
-// TestNoCgoOutsideUmemAndTrt: cgo lives only in umem/ and trt/, and in
-// the decoders that load their libraries at run time: sensors/jpeg
-// (libjpeg-turbo, nvJPEG) and sensors/avcodec (libavcodec); the rest of
-// sensors/ and runtime/ never import "C". Each cgo file is built only with
-// cgo on Linux (a pure-Go stub beside it), so CGO_ENABLED=0 builds pass.
+// TestNoCgoOutsideUmemAndTrt: cgo lives only in umem/ and trt/, in
+// internal/cuda (the CUDA driver binding), and in the decoders that load
+// their libraries at run time: sensors/jpeg (libjpeg-turbo, nvJPEG) and
+// sensors/avcodec (libavcodec); the rest of sensors/, internal/ and
+// runtime/ never import "C". Each cgo file of sensors/ and internal/ is
+// built only with cgo on Linux (a pure-Go stub beside it), so
+// CGO_ENABLED=0 builds pass.
 func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, files := range packages(t) {
 		rel := filepath.ToSlash(strings.TrimPrefix(dir, filepath.Join("..", "..")+string(filepath.Separator)))
-		cgoAllowed := strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "sensors/jpeg" || rel == "sensors/avcodec"
+		cgoAllowed := strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "internal/cuda" || rel == "sensors/jpeg" || rel == "sensors/avcodec"
 		for _, f := range files {
 			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly|parser.ParseComments)
 			if err != nil {
@@ -87,8 +90,8 @@ func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 					continue
 				}
 				if !cgoAllowed {
-					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/, sensors/jpeg and sensors/avcodec", f)
-				} else if strings.HasPrefix(rel, "sensors/") && !buildsOnlyWithCgoOnLinux(af.Comments) {
+					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/, internal/cuda, sensors/jpeg and sensors/avcodec", f)
+				} else if (strings.HasPrefix(rel, "sensors/") || strings.HasPrefix(rel, "internal/")) && !buildsOnlyWithCgoOnLinux(af.Comments) {
 					t.Errorf("%s imports \"C\" without //go:build cgo && linux (and a stub for other builds)", f)
 				}
 			}
@@ -305,6 +308,9 @@ var importRules = []struct {
 	may []string
 }{
 	{"cmd/", []string{"*"}}, // anything: the wiring
+	// The CUDA driver binding is the bottom of the house: umem and sensors
+	// (nvJPEG, NVDEC) both use it, so it imports nothing of edged.
+	{"internal/cuda", []string{}},
 	{"internal/", []string{"internal/"}},
 	{"configs", []string{}},
 	{"umem", []string{"umem", "internal/"}},
@@ -462,6 +468,85 @@ func TestFileWatchingOnlyInTheReloader(t *testing.T) {
 	}
 	if _, ok := deps(imports, "trt/reload")["github.com/fsnotify/fsnotify"]; !ok {
 		t.Errorf("trt/reload does not import fsnotify: is the file watching somewhere else now?")
+	}
+}
+
+// TestOneCUDADriverBinding: the CUDA driver is bound by one package,
+// internal/cuda: no other package's code (Go string literals, cgo
+// preambles, C files) names libcuda.so, so none can dlopen it, and no
+// other C code looks a driver entry point up by name (a bind table's
+// {"cuInit", (void**)&...} or a dlsym of "cu..."); others take the driver's
+// entry points from cuda.Driver.Proc.
+// umem and sensors/jpeg use the binding.
+func TestOneCUDADriverBinding(t *testing.T) {
+	const binding = "internal/cuda"
+	cuSymbol := regexp.MustCompile(`"cu[A-Z]\w*",\s*\(void\s*\*\*\)|dlsym\([^;]*"cu[A-Z]\w*"`) // a bind table's entry, a lookup
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	loaders := map[string]bool{}
+	for dir, files := range packages(t) {
+		rel, _ := filepath.Rel(root, dir)
+		rel = filepath.ToSlash(rel)
+		cfiles, _ := filepath.Glob(filepath.Join(dir, "*.[ch]"))
+		cc, _ := filepath.Glob(filepath.Join(dir, "*.cc"))
+		var code []string // C code of the package
+		for _, f := range append(cfiles, cc...) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code = append(code, string(data))
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				if imp.Path.Value == `"C"` && imp.Doc != nil {
+					code = append(code, imp.Doc.Text())
+				} else if imp.Path.Value == `"C"` {
+					for _, d := range af.Decls {
+						if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.IMPORT && g.Doc != nil && g.Pos() <= imp.Pos() && imp.End() <= g.End() {
+							code = append(code, g.Doc.Text())
+						}
+					}
+				}
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "libcuda.so") {
+					loaders[rel] = true
+					if rel != binding {
+						t.Errorf("%s: %s names the CUDA driver library: only %s loads it", fset.Position(lit.Pos()), lit.Value, binding)
+					}
+				}
+				return true
+			})
+		}
+		for _, c := range code {
+			if rel == binding {
+				continue
+			}
+			if strings.Contains(c, "libcuda.so") {
+				loaders[rel] = true
+				t.Errorf("%s: C code names libcuda.so: only %s loads the CUDA driver", rel, binding)
+			}
+			if m := cuSymbol.FindString(c); m != "" {
+				t.Errorf("%s: C code looks the CUDA driver's %s up by name: take the entry points from %s (Driver.Proc)", rel, m, binding)
+			}
+		}
+	}
+	if !loaders[binding] || len(loaders) != 1 {
+		t.Errorf("packages that load the CUDA driver: %v; want %s alone", slices.Sorted(maps.Keys(loaders)), binding)
+	}
+	imports := moduleImports(t)
+	for _, user := range []string{"umem", "sensors/jpeg"} {
+		if !slices.Contains(imports[user], "github.com/edged-dev/edged/"+binding) {
+			t.Errorf("%s does not import %s: the driver would be bound twice", user, binding)
+		}
 	}
 }
 

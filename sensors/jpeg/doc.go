@@ -7,8 +7,9 @@
 // [New] picks a backend at run time and says which and why in [Backend]:
 //
 //   - "nvJPEG": only when [Options.GPU] names a CUDA device. It loads
-//     libnvjpeg.so.13, .12 or .11 (CUDA toolkit, JetPack) and libcuda.so.1
-//     with dlopen. Each device has one engine, shared by every Decoder on
+//     libnvjpeg.so.13, .12 or .11 (CUDA toolkit, JetPack) with dlopen, and
+//     the CUDA driver through internal/cuda, the one package that loads it
+//     (umem uses the same). Each device has one engine, shared by every Decoder on
 //     it: a goroutine decodes the frames pending at that moment as one
 //     batch on the GPU's JPEG engines (A100/H100-class, Jetson Orin),
 //     else with the hybrid backend (Huffman on the CPU, IDCT and colour on

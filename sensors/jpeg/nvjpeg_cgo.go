@@ -10,8 +10,9 @@ package jpeg
 #include <string.h>
 
 // Our own declarations of the nvJPEG entry points (nvjpeg.h of CUDA 11 and
-// later: the toolkit's libnvjpeg.so.11/12/13 and JetPack's) and of the
-// CUDA driver calls the backend needs. Both libraries are dlopen'ed: no
+// later: the toolkit's libnvjpeg.so.11/12/13 and JetPack's), dlopen'ed, and
+// of the CUDA driver calls the backend makes from C, whose entry points
+// come from internal/cuda (the one package that loads the driver): no
 // link-time dependency, no CUDA headers to build.
 typedef int nvjpegStatus_t;
 typedef void* nvjpegHandle_t;
@@ -62,37 +63,38 @@ static struct {
 	CUresult (*pointerAttr)(void*, int, CUdeviceptr);
 } ncu;
 
-static const char* edged_nj_bind(void* h, void* c) {
-	struct { void* lib; const char* name; void** slot; int optional; } t[] = {
-		{h, "nvjpegCreateEx", (void**)&nj.createEx, 0},
-		{h, "nvjpegDestroy", (void**)&nj.destroy, 0},
-		{h, "nvjpegJpegStateCreate", (void**)&nj.stateCreate, 0},
-		{h, "nvjpegJpegStateDestroy", (void**)&nj.stateDestroy, 0},
-		{h, "nvjpegGetImageInfo", (void**)&nj.imageInfo, 0},
-		{h, "nvjpegDecode", (void**)&nj.decode, 0},
-		{h, "nvjpegDecodeBatchedInitialize", (void**)&nj.batchedInit, 0},
-		{h, "nvjpegDecodeBatched", (void**)&nj.batched, 0},
-		{h, "nvjpegGetHardwareDecoderInfo", (void**)&nj.hwInfo, 1},
-		{h, "nvjpegGetProperty", (void**)&nj.getProperty, 0},
-		{c, "cuInit", (void**)&ncu.init, 0},
-		{c, "cuDeviceGet", (void**)&ncu.deviceGet, 0},
-		{c, "cuDevicePrimaryCtxRetain", (void**)&ncu.retain, 0},
-		{c, "cuDevicePrimaryCtxRelease_v2", (void**)&ncu.release, 0},
-		{c, "cuCtxSetCurrent", (void**)&ncu.setCurrent, 0},
-		{c, "cuStreamCreate", (void**)&ncu.streamCreate, 0},
-		{c, "cuStreamDestroy_v2", (void**)&ncu.streamDestroy, 0},
-		{c, "cuStreamSynchronize", (void**)&ncu.streamSync, 0},
-		{c, "cuMemAlloc_v2", (void**)&ncu.memAlloc, 0},
-		{c, "cuMemFree_v2", (void**)&ncu.memFree, 0},
-		{c, "cuMemAllocManaged", (void**)&ncu.memAllocManaged, 0},
-		{c, "cuMemcpyDtoHAsync_v2", (void**)&ncu.memcpyDtoH, 0},
-		{c, "cuPointerGetAttribute", (void**)&ncu.pointerAttr, 0},
+static const char* edged_nj_bind(void* h) {
+	struct { const char* name; void** slot; int optional; } t[] = {
+		{"nvjpegCreateEx", (void**)&nj.createEx, 0},
+		{"nvjpegDestroy", (void**)&nj.destroy, 0},
+		{"nvjpegJpegStateCreate", (void**)&nj.stateCreate, 0},
+		{"nvjpegJpegStateDestroy", (void**)&nj.stateDestroy, 0},
+		{"nvjpegGetImageInfo", (void**)&nj.imageInfo, 0},
+		{"nvjpegDecode", (void**)&nj.decode, 0},
+		{"nvjpegDecodeBatchedInitialize", (void**)&nj.batchedInit, 0},
+		{"nvjpegDecodeBatched", (void**)&nj.batched, 0},
+		{"nvjpegGetHardwareDecoderInfo", (void**)&nj.hwInfo, 1},
+		{"nvjpegGetProperty", (void**)&nj.getProperty, 0},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-		*t[i].slot = dlsym(t[i].lib, t[i].name);
+		*t[i].slot = dlsym(h, t[i].name);
 		if (*t[i].slot == NULL && !t[i].optional) return t[i].name;
 	}
 	return NULL;
+}
+
+// edged_nj_set_cu takes the driver's entry points, in the order of
+// cuEntryPoints (nvjpeg_cgo.go), which is the order of ncu's fields.
+static int edged_nj_set_cu(void** p, int n) {
+	void** slots[] = {
+		(void**)&ncu.init, (void**)&ncu.deviceGet, (void**)&ncu.retain, (void**)&ncu.release,
+		(void**)&ncu.setCurrent, (void**)&ncu.streamCreate, (void**)&ncu.streamDestroy,
+		(void**)&ncu.streamSync, (void**)&ncu.memAlloc, (void**)&ncu.memFree,
+		(void**)&ncu.memAllocManaged, (void**)&ncu.memcpyDtoH, (void**)&ncu.pointerAttr,
+	};
+	if (n != (int)(sizeof slots / sizeof slots[0])) return -1;
+	for (int i = 0; i < n; i++) *slots[i] = p[i];
+	return 0;
 }
 
 static void* edged_nj_dlopen(const char* name, const char** err) {
@@ -329,6 +331,8 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/edged-dev/edged/internal/cuda"
 )
 
 var (
@@ -354,7 +358,17 @@ func dlopen(name string) (unsafe.Pointer, string) {
 	return h, ""
 }
 
-// loadNVJPEG binds libnvjpeg and libcuda once per process.
+// cuEntryPoints are the CUDA driver calls the C side makes, in the order
+// edged_nj_set_cu takes them.
+var cuEntryPoints = [...]string{
+	"cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
+	"cuCtxSetCurrent", "cuStreamCreate", "cuStreamDestroy_v2",
+	"cuStreamSynchronize", "cuMemAlloc_v2", "cuMemFree_v2",
+	"cuMemAllocManaged", "cuMemcpyDtoHAsync_v2", "cuPointerGetAttribute",
+}
+
+// loadNVJPEG binds libnvjpeg, and the CUDA driver through internal/cuda,
+// once per process.
 func loadNVJPEG(path string) (string, error) {
 	nvMu.Lock()
 	defer nvMu.Unlock()
@@ -364,9 +378,15 @@ func loadNVJPEG(path string) (string, error) {
 		}
 		return nvLoaded, nil
 	}
-	cu, msg := dlopen("libcuda.so.1")
-	if cu == nil {
-		return "", fmt.Errorf("%w: no CUDA driver: %s", ErrNoNVJPEG, msg)
+	drv, err := cuda.Load()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoNVJPEG, err)
+	}
+	var cu [len(cuEntryPoints)]unsafe.Pointer
+	for i, name := range cuEntryPoints {
+		if cu[i] = drv.Proc(name); cu[i] == nil {
+			return "", fmt.Errorf("%w: the CUDA driver lacks %s (CUDA 11 or later needed)", ErrNoNVJPEG, name)
+		}
 	}
 	names := nvLibraries
 	if path != "" {
@@ -384,8 +404,11 @@ func loadNVJPEG(path string) (string, error) {
 			tried = append(tried, msg)
 			continue
 		}
-		if missing := C.edged_nj_bind(h, cu); missing != nil {
-			return "", fmt.Errorf("%w: %s or libcuda.so.1 lacks %s (CUDA 11 or later needed)", ErrNoNVJPEG, n, C.GoString(missing))
+		if missing := C.edged_nj_bind(h); missing != nil {
+			return "", fmt.Errorf("%w: %s lacks %s (CUDA 11 or later needed)", ErrNoNVJPEG, n, C.GoString(missing))
+		}
+		if C.edged_nj_set_cu(&cu[0], C.int(len(cu))) != 0 {
+			panic("jpeg: cuEntryPoints and edged_nj_set_cu disagree")
 		}
 		nvLoaded = n
 		return n, nil
