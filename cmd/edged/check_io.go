@@ -62,6 +62,8 @@ func checkSources(ctx context.Context, r *report, cfg *config.Config, valid bool
 		switch {
 		case err == nil:
 			r.ok("source %s: %s", sc.Name, what)
+		case errors.Is(err, config.ErrInvalid): // refused credentials
+			r.fail(exitConfig, "source %s: %v", sc.Name, err)
 		case sc.Optional:
 			r.warn("source %s: %v (optional: edged waits for it)", sc.Name, err)
 		default:

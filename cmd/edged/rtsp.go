@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -85,6 +86,20 @@ func (s *rtspCamera) SlotSize() int {
 	return defaultRTSPSlot
 }
 
+// Start implements sensors.Source: refused credentials are the
+// configuration's to fix (exit 78 at start, like check's verdict); every
+// other failure is the camera's or the network's, retried.
+func (s *rtspCamera) Start(ctx context.Context, pool sensors.SlotPool) error {
+	return credentials(s.Source.Start(ctx, pool))
+}
+
+func credentials(err error) error {
+	if errors.Is(err, rtsp.ErrUnauthorized) && !errors.Is(err, config.ErrInvalid) {
+		return fmt.Errorf("%w: %w (username and password_file)", config.ErrInvalid, err)
+	}
+	return err
+}
+
 // decoderChoice says which decoder serves a network camera and why, or
 // what to install (ok false).
 func decoderChoice(sc *config.Source) (line string, ok bool) {
@@ -113,7 +128,7 @@ func checkRTSP(ctx context.Context, sc *config.Source, c *config.Config) (what s
 	defer cancel()
 	info, err := src.(*rtspCamera).Probe(ctx)
 	if err != nil {
-		return "", err
+		return "", credentials(err)
 	}
 	what = fmt.Sprintf("%s: %s %dx%d over %s; %s", rtsp.Redact(sc.URL), info.Codec, info.Format.Width, info.Format.Height, info.Transport, line)
 	if info.Note != "" {
