@@ -394,3 +394,22 @@ func TestRTSPUDPLoss(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// TestRTSPCheckUnreachable: edged check on a camera nobody answers for
+// is a warning when the source is optional (run waits for it: exit 0) and
+// a problem of the machine otherwise (exit 1), as for other devices.
+func TestRTSPCheckUnreachable(t *testing.T) {
+	lib := needORT(t)
+	url := fmt.Sprintf("rtsp://127.0.0.1:%d/cam", rtsptest.FreePort(t))
+	for _, tc := range []struct {
+		optional bool
+		code     int
+		line     string
+	}{{true, 0, "  warn  source cam0: "}, {false, exitFailure, "  FAIL  source cam0: "}} {
+		cfg, _, _ := rtspConfig(t, t.TempDir(), url, fmt.Sprintf("optional = %v", tc.optional))
+		out, code := checkOutput(t, lib, cfg)
+		if code != tc.code || !strings.Contains(out, tc.line) || !strings.Contains(out, "connection refused") {
+			t.Errorf("optional = %v: exit %d, want %d and %q:\n%s", tc.optional, code, tc.code, tc.line, out)
+		}
+	}
+}
