@@ -3,9 +3,7 @@ package runtime
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -13,21 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edged-dev/edged/internal/procfs"
+	"github.com/edged-dev/edged/internal/procfs/procfstest"
 )
-
-// selfRSS is this process's VmRSS in bytes.
-func selfRSS(t *testing.T) int64 {
-	t.Helper()
-	m, err := procfs.ReadMem(0)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("no /proc/self/status: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.RSSBytes()
-}
 
 // TestLastGoodSaveGivesMemoryBack: keeping a copy of a large model file
 // reads it whole; that memory goes back to the system when the copy is
@@ -59,12 +44,12 @@ func TestLastGoodSaveGivesMemoryBack(t *testing.T) {
 	l := newLastGood(filepath.Join(dir, "state"), nil, 0)
 	goruntime.GC()
 	debug.FreeOSMemory()
-	before := selfRSS(t)
+	before := procfstest.RSS(t, 0)
 	if wrote, err := l.save(context.Background(), saveJob{model: "big", path: model, sha: sum}); !wrote || err != nil {
 		t.Fatalf("save: wrote %v, %v", wrote, err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if grew := selfRSS(t) - before; grew > 48<<20 {
+	if grew := procfstest.RSS(t, 0) - before; grew > 48<<20 {
 		t.Errorf("RSS %d MiB above the %d MiB before keeping a copy of a %d MiB model", grew>>20, before>>20, size>>20)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/edged-dev/edged/internal/freelist"
 )
 
 // SlotState is what a pool slot is being used for; it exists for metrics and
@@ -34,13 +36,12 @@ func (s SlotState) String() string {
 // Pool is a fixed set of equally sized frame slots allocated at start-up.
 type Pool struct {
 	slots    []Slot
-	free     chan *Slot
+	free     *freelist.List[*Slot]
 	slotSize int
 	strategy Strategy
 	lost     atomic.Int32 // slots that could not be reclaimed from the GPU
 
 	closeOnce sync.Once
-	closed    chan struct{}
 }
 
 // Slot is one frame buffer of a pool. A leased slot has a reference count;
@@ -61,10 +62,9 @@ func NewPool(a Allocator, n, size int) (*Pool, error) {
 	}
 	p := &Pool{
 		slots:    make([]Slot, n),
-		free:     make(chan *Slot, n),
+		free:     freelist.New[*Slot](n),
 		slotSize: size,
 		strategy: a.Strategy(),
-		closed:   make(chan struct{}),
 	}
 	for i := range p.slots {
 		b, err := a.Alloc(size)
@@ -77,7 +77,7 @@ func NewPool(a Allocator, n, size int) (*Pool, error) {
 		if h, err := b.Host(); err == nil {
 			s.host = h
 		}
-		p.free <- s
+		p.free.Put(s)
 	}
 	return p, nil
 }
@@ -94,29 +94,20 @@ func (p *Pool) Strategy() Strategy { return p.strategy }
 // Get leases a free slot, waiting until one is released, ctx is done or the
 // pool is closed. The slot starts with one reference in state SlotCapturing.
 func (p *Pool) Get(ctx context.Context) (*Slot, error) {
-	select {
-	case s := <-p.free:
-		return p.lease(s), nil
-	default:
+	s, err := p.free.Get(ctx, ErrPoolClosed)
+	if err != nil {
+		return nil, err
 	}
-	select {
-	case s := <-p.free:
-		return p.lease(s), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-p.closed:
-		return nil, ErrPoolClosed
-	}
+	return p.lease(s), nil
 }
 
 // TryGet leases a free slot if one is available now.
 func (p *Pool) TryGet() (*Slot, bool) {
-	select {
-	case s := <-p.free:
-		return p.lease(s), true
-	default:
+	s, ok := p.free.TryGet()
+	if !ok {
 		return nil, false
 	}
+	return p.lease(s), true
 }
 
 func (p *Pool) lease(s *Slot) *Slot {
@@ -150,7 +141,7 @@ func (p *Pool) Stats() PoolStats {
 func (p *Pool) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
-		close(p.closed)
+		p.free.Close()
 		err = p.releaseAll()
 	})
 	return err
@@ -239,5 +230,5 @@ func (s *Slot) Release() {
 		}
 	}
 	s.state.Store(uint32(SlotFree))
-	s.pool.free <- s // never blocks: capacity equals the number of slots
+	s.pool.free.Put(s) // never blocks: capacity equals the number of slots
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/internal/procfs/procfstest"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -71,7 +72,7 @@ func TestSIGHUPWithFilesThatAreNotFiles(t *testing.T) {
 	n.waitFor(t, "READY=1", 30*time.Second, func(m []string) bool { return index(m, "READY=1") >= 0 })
 	r := readRecords(t, sock)
 	r.results(t, "demo", 0, 5)
-	rss0 := childRSS(t, d.cmd.Process.Pid)
+	rss0 := procfstest.RSS(t, d.cmd.Process.Pid)
 
 	fifo := func(p string) error { return syscall.Mkfifo(p, 0o644) }
 	pwFIFO, modelFIFO := filepath.Join(dir, "password"), filepath.Join(dir, "model.onnx")
@@ -119,7 +120,7 @@ func TestSIGHUPWithFilesThatAreNotFiles(t *testing.T) {
 		if _, err := tryScrape(metrics, `edged_results_total{pipeline="demo"}`); err != nil {
 			t.Errorf("%s: /metrics: %v", c.name, err)
 		}
-		if rss := childRSS(t, d.cmd.Process.Pid); rss > rss0+64<<20 {
+		if rss := procfstest.RSS(t, d.cmd.Process.Pid); rss > rss0+64<<20 {
 			t.Errorf("%s: edged's RSS grew from %d to %d MiB", c.name, rss0>>20, rss>>20)
 		}
 		d.alive(t)

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/internal/procfs/procfstest"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt/demomodel"
-
-	"github.com/edged-dev/edged/internal/procfs"
 )
 
 // TestTornModelAtStartExits1: a model file that exists but whose content
@@ -48,16 +47,6 @@ func TestTornModelAtStartExits1(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), model) {
 		t.Errorf("stderr does not name %s:\n%s", model, d.stderr.String())
 	}
-}
-
-// childRSS is the VmRSS of process pid in bytes.
-func childRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	m, err := procfs.ReadMem(pid)
-	if err != nil {
-		t.Fatalf("RSS of edged: %v", err)
-	}
-	return m.RSSBytes()
 }
 
 // renameIn puts a file of size bytes that starts with head (and is a hole
@@ -137,7 +126,7 @@ func TestModelFileMemoryBounded(t *testing.T) {
 	}
 	results(10)
 	pid := d.cmd.Process.Pid
-	base := childRSS(t, pid)
+	base := procfstest.RSS(t, pid)
 	const slack = 64 << 20
 	onnxHead := encbin.AppendUvarint([]byte{0x08, 0x08, 0x3a}, 200<<20-16) // ir_version 8, a graph to the end
 	for _, c := range []struct {
@@ -160,7 +149,7 @@ func TestModelFileMemoryBounded(t *testing.T) {
 		results(10) // still serving
 		var grew int64
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if grew = childRSS(t, pid) - base; grew <= slack || time.Now().After(deadline) {
+			if grew = procfstest.RSS(t, pid) - base; grew <= slack || time.Now().After(deadline) {
 				break
 			}
 		}

@@ -171,6 +171,34 @@ type field struct {
 func splitTopLevel(s string) []field {
 	var out []field
 	depth, start := 0, 0
+	closed := false
+	outsideStrings(s, func(i int, c byte) bool {
+		switch {
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			if depth == 0 {
+				out = append(out, field{s[start:i], start})
+				closed = true
+				return false
+			}
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, field{s[start:i], start})
+			start = i + 1
+		}
+		return true
+	})
+	if closed {
+		return out
+	}
+	return append(out, field{s[start:], start})
+}
+
+// outsideStrings calls f with each byte of s that is outside TOML strings
+// (basic "…" with backslash escapes, literal '…'; the quotes themselves are
+// not passed), in order, until f returns false.
+func outsideStrings(s string, f func(i int, c byte) bool) {
 	var quote byte
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -183,19 +211,12 @@ func splitTopLevel(s string) []field {
 			}
 		case c == '"' || c == '\'':
 			quote = c
-		case c == '[' || c == '{':
-			depth++
-		case c == ']' || c == '}':
-			if depth == 0 {
-				return append(out, field{s[start:i], start})
+		default:
+			if !f(i, c) {
+				return
 			}
-			depth--
-		case c == ',' && depth == 0:
-			out = append(out, field{s[start:i], start})
-			start = i + 1
 		}
 	}
-	return append(out, field{s[start:], start})
 }
 
 func headerName(s, end string) string {
@@ -239,26 +260,17 @@ func splitKey(s string) (key, rest string, ok bool) {
 // bracketDelta counts unbalanced [ and { outside strings and comments.
 func bracketDelta(s string) int {
 	d := 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '#':
-			return d
-		case c == '[' || c == '{':
+	outsideStrings(s, func(_ int, c byte) bool {
+		switch c {
+		case '#':
+			return false
+		case '[', '{':
 			d++
-		case c == ']' || c == '}':
+		case ']', '}':
 			d--
 		}
-	}
+		return true
+	})
 	return d
 }
 

@@ -31,23 +31,12 @@ func appendCBORJSON(dst, src []byte, depth int) ([]byte, []byte, error) {
 		return appendCBORSimpleJSON(dst, src, info)
 	}
 	var n uint64
-	indefinite := false
-	switch {
-	case info < 24:
-		n = uint64(info)
-	case info <= 27:
-		size := 1 << (info - 24)
-		if len(src) < size {
+	indefinite := info == 31 && major >= 2 && major <= 5
+	if !indefinite {
+		var ok bool
+		if n, src, ok = cborArgument(info, src); !ok {
 			return dst, src, errCBORJSON
 		}
-		for _, c := range src[:size] {
-			n = n<<8 | uint64(c)
-		}
-		src = src[size:]
-	case info == 31 && major >= 2 && major <= 5:
-		indefinite = true
-	default:
-		return dst, src, errCBORJSON
 	}
 	switch major {
 	case 0:
@@ -138,28 +127,36 @@ func cborString(major byte, src []byte, n uint64, indefinite bool) ([]byte, []by
 
 // cborChunk returns one definite-length string chunk and the rest.
 func cborChunk(src []byte) ([]byte, []byte, error) {
-	info := src[0] & 0x1f
-	src = src[1:]
-	var n uint64
-	switch {
-	case info < 24:
-		n = uint64(info)
-	case info <= 27:
-		size := 1 << (info - 24)
-		if len(src) < size {
-			return nil, src, errCBORJSON
-		}
-		for _, c := range src[:size] {
-			n = n<<8 | uint64(c)
-		}
-		src = src[size:]
-	default:
+	n, src, ok := cborArgument(src[0]&0x1f, src[1:])
+	if !ok {
 		return nil, src, errCBORJSON
 	}
 	if uint64(len(src)) < n {
 		return nil, src, errCBORJSON
 	}
 	return src[:n], src[n:], nil
+}
+
+// cborArgument reads the argument of a head whose first byte's low five
+// bits are info, from src (the bytes after that first byte): info itself
+// below 24, else the 1, 2, 4 or 8 bytes that follow. It returns the rest
+// of src, or ok false (src as it was) for an indefinite length, a reserved
+// value or too few bytes.
+func cborArgument(info byte, src []byte) (n uint64, rest []byte, ok bool) {
+	switch {
+	case info < 24:
+		return uint64(info), src, true
+	case info <= 27:
+		size := 1 << (info - 24)
+		if len(src) < size {
+			return 0, src, false
+		}
+		for _, c := range src[:size] {
+			n = n<<8 | uint64(c)
+		}
+		return n, src[size:], true
+	}
+	return 0, src, false
 }
 
 // appendCBORSimpleJSON writes a major-type-7 item: false, true, null,

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/edged-dev/edged/internal/freelist"
 	"github.com/edged-dev/edged/sensors"
 )
 
@@ -22,11 +23,10 @@ var ErrPoolClosed = errors.New("sensorstest: pool closed")
 // code that checks alignment (V4L2 USERPTR against a fake device). Neither
 // is ever handed to a real device.
 type Pool struct {
-	slots  []*PoolSlot
-	free   chan *PoolSlot
-	closed chan struct{}
-	once   sync.Once
-	mmap   bool
+	slots []*PoolSlot
+	free  *freelist.List[*PoolSlot]
+	once  sync.Once
+	mmap  bool
 
 	leased  atomic.Int64
 	gets    atomic.Uint64
@@ -67,41 +67,32 @@ func NewMmapPool(n, size int) (*Pool, error) {
 }
 
 func newPool(n int) *Pool {
-	return &Pool{slots: make([]*PoolSlot, n), free: make(chan *PoolSlot, n), closed: make(chan struct{})}
+	return &Pool{slots: make([]*PoolSlot, n), free: freelist.New[*PoolSlot](n)}
 }
 
 func (p *Pool) add(i int, b []byte) {
 	s := &PoolSlot{pool: p, index: i, buf: b}
 	p.slots[i] = s
-	p.free <- s
+	p.free.Put(s)
 }
 
 // Get implements sensors.SlotPool.
 func (p *Pool) Get(ctx context.Context) (sensors.Slot, error) {
-	select {
-	case s := <-p.free:
-		return p.lease(s), nil
-	default:
+	s, err := p.free.Get(ctx, ErrPoolClosed)
+	if err != nil {
+		return nil, err
 	}
-	select {
-	case s := <-p.free:
-		return p.lease(s), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-p.closed:
-		return nil, ErrPoolClosed
-	}
+	return p.lease(s), nil
 }
 
 // TryGet leases a free slot if one is available now. (Sources use it,
 // when present, to refill capture queues without waiting.)
 func (p *Pool) TryGet() (sensors.Slot, bool) {
-	select {
-	case s := <-p.free:
-		return p.lease(s), true
-	default:
+	s, ok := p.free.TryGet()
+	if !ok {
 		return nil, false
 	}
+	return p.lease(s), true
 }
 
 func (p *Pool) lease(s *PoolSlot) *PoolSlot {
@@ -145,7 +136,7 @@ func (p *Pool) Misuses() []string {
 // afterwards. Close is idempotent.
 func (p *Pool) Close() {
 	p.once.Do(func() {
-		close(p.closed)
+		p.free.Close()
 		if p.mmap {
 			for _, s := range p.slots {
 				if s != nil {
@@ -175,5 +166,5 @@ func (s *PoolSlot) Release() {
 		return
 	}
 	s.pool.leased.Add(-1)
-	s.pool.free <- s
+	s.pool.free.Put(s)
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	pb "github.com/edged-dev/edged/internal/onnxproto"
+	"github.com/edged-dev/edged/internal/procfs/procfstest"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/demomodel"
 	"github.com/edged-dev/edged/umem"
@@ -429,7 +430,7 @@ func TestLoadCloseCycles(t *testing.T) {
 	for range 20 {
 		cycle()
 	}
-	fds, gs, rss := countFDs(t), runtime.NumGoroutine(), rssBytes(t)
+	fds, gs, rss := countFDs(t), runtime.NumGoroutine(), procfstest.RSS(t, 0)
 	n := 200
 	if emulated {
 		n = 50
@@ -443,7 +444,7 @@ func TestLoadCloseCycles(t *testing.T) {
 	if got := runtime.NumGoroutine(); got > gs {
 		t.Errorf("goroutines grew from %d to %d", gs, got)
 	}
-	got := rssBytes(t)
+	got := procfstest.RSS(t, 0)
 	t.Logf("resident memory %d KiB -> %d KiB over %d load/close cycles", rss>>10, got>>10, n)
 	if got > rss+32<<20 && !emulated {
 		t.Errorf("resident memory grew from %d MiB to %d MiB over %d cycles", rss>>20, got>>20, n)
@@ -456,16 +457,6 @@ func countFDs(t *testing.T) int {
 		t.Skip("no /proc/self/fd")
 	}
 	return len(ents)
-}
-
-func rssBytes(t *testing.T) int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		t.Skip("no /proc/self/statm")
-	}
-	f := strings.Fields(string(b))
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 func BenchmarkInfer(b *testing.B) {

@@ -1,40 +1,24 @@
 package reload_test
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
 	"testing"
 	"time"
 
+	"github.com/edged-dev/edged/internal/procfs/procfstest"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/trttest"
-
-	"github.com/edged-dev/edged/internal/procfs"
 )
-
-// rss is this process's resident set size (VmRSS) in bytes.
-func rss(t *testing.T) int64 {
-	t.Helper()
-	m, err := procfs.ReadMem(0)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("no /proc/self/status: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.RSSBytes()
-}
 
 // baseline returns the RSS once the heap is as small as it gets.
 func baseline(t *testing.T) int64 {
 	goruntime.GC()
 	debug.FreeOSMemory()
-	return rss(t)
+	return procfstest.RSS(t, 0)
 }
 
 // sparse writes a file of size bytes that starts with head and is a hole
@@ -112,10 +96,10 @@ func TestReloadLargeFilesBoundedMemory(t *testing.T) {
 			if raceEnabled {
 				deadline = time.Now()
 			}
-			grew := rss(t) - before
+			grew := procfstest.RSS(t, 0) - before
 			for grew > slack && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
-				grew = rss(t) - before
+				grew = procfstest.RSS(t, 0) - before
 			}
 			if grew > slack && raceEnabled {
 				t.Logf("%s (ignored under the race detector, whose shadow memory stays): RSS %d MiB above the %d MiB before", c.what, grew>>20, before>>20)
