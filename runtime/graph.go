@@ -175,6 +175,7 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		}
 	}()
 	slots, size := poolSlots(sc, pc), SlotSize(p.src, sc)
+	p.alloc = d.alloc
 	if p.pool, err = umem.NewPool(d.alloc, slots, size); err != nil {
 		return fmt.Errorf("pipeline %q: frame pool of %d × %d bytes: %w", pc.Name, slots, size, err)
 	}

@@ -526,8 +526,8 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 	var plan MemoryPlan
 	for _, p := range g.all() {
 		n := MemoryNeed{Pipeline: p.cfg.Name}
-		if p.pool != nil && p.running() {
-			n.Slots, n.SlotBytes = p.pool.Len(), int64(p.pool.SlotSize())
+		if pool := p.framePool(); pool != nil && p.running() {
+			n.Slots, n.SlotBytes = pool.Len(), int64(pool.SlotSize())
 			_, n.DecodeBytes = SourceSize(p.src, p.scfg)
 			if p.h > 0 && p.w > 0 {
 				n.PreBytes = preprocess.WorkBytes(p.scfg.Width, p.scfg.Height, p.w, p.h, p.cfg.Preprocess.Threads)

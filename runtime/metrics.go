@@ -358,8 +358,8 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 		if gen := p.hot.Current(); gen != nil {
 			e.gauge(descEngineInfo, 1, name, gen.Model, fmt.Sprint(gen.Number), gen.SHAPrefix(), gen.Engine.Backend())
 		}
-		if p.pool != nil {
-			for i, n := range p.pool.Stats().State {
+		if pool := p.framePool(); pool != nil {
+			for i, n := range pool.Stats().State {
 				e.gauge(descPoolSlots, float64(n), name, umem.SlotState(i).String())
 			}
 		}

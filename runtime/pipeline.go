@@ -58,6 +58,10 @@ type pipeline struct {
 	log   *slog.Logger
 	src   sensors.Source
 	pool  *umem.Pool
+	// poolMu guards pool's replacement (regrow.go), which only the
+	// capture goroutine does: other goroutines read it through framePool.
+	poolMu sync.Mutex
+	alloc  umem.Allocator // what pool came from (startPipeline)
 
 	decodeLogged bool // logDecoder said which MJPEG decoder serves; start, then the capture goroutine
 	hot          *trt.Hot
@@ -227,6 +231,9 @@ func (p *pipeline) capture(ctx context.Context) {
 		announce, d := p.rs.ended()
 		p.sourceDownEvent(err, announce, d)
 		p.src.Close()
+		if p.regrow(ctx, err) {
+			d = 0 // the new pool holds its frames: start it again at once
+		}
 		if errors.Is(err, sensors.ErrEOF) {
 			// A finite replay ended: nothing more will come, and waiting
 			// for nothing is not a stall.
