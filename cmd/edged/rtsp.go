@@ -24,8 +24,8 @@ import (
 
 // defaultRTSPSlot is the frame slot of a network camera whose stream could
 // not be probed before its pipeline started: 1080p as NV12. A stream that
-// turns out larger is refused with the sizes (source_down) until edged
-// restarts and probes it.
+// turns out larger ends its session (source_down with the sizes) and the
+// pipeline makes its pool again for it (runtime/regrow.go).
 var defaultRTSPSlot = sensors.Format{Width: 1920, Height: 1080, Pixel: sensors.NV12}.FrameSize()
 
 // rtspCamera is a network camera of the daemon.
