@@ -210,7 +210,7 @@ func (c *cudaDriver) moduleFunction(ctx, mod uintptr, name string) (uintptr, err
 
 func (c *cudaDriver) launch(ctx, fn uintptr, grid, block Dim3, sharedMem uint32, s uintptr, a *Args) error {
 	dims := [6]uint32{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z}
-	return call("cuLaunchKernel", Result(c.d.Launch(ctx, fn, &dims, sharedMem, s, unsafe.Pointer(&a.blob[0]), &a.off[0], a.n)))
+	return call("cuLaunchKernel", Result(c.d.Launch(ctx, fn, &dims, sharedMem, s, a.blob[:], a.off[:], a.n)))
 }
 
 func (c *cudaDriver) errorText(r Result) (string, bool) { return c.d.ErrorText(cuda.Result(r)) }

@@ -618,12 +618,20 @@ func (*Driver) ModuleFunction(ctx, mod uintptr, name string) (uintptr, Result) {
 }
 
 // Launch is cuLaunchKernel in ctx: dims are the grid's and the block's x,
-// y and z; the n kernel parameters lie in blob at the offsets off (at most
-// 32; the driver copies them before returning).
-func (*Driver) Launch(ctx, fn uintptr, dims *[6]uint32, sharedMem uint32, s uintptr, blob unsafe.Pointer, off *int32, n int) Result {
+// y and z; the first n kernel parameters lie in blob at the offsets off
+// (n at most len(off), at most 32; the driver copies them before
+// returning). blob and off are slices, not pointers, so that cgo's pointer
+// check looks at their elements alone: the struct that holds them may hold
+// Go pointers too (umem.Args has an error field), and a bare
+// unsafe.Pointer into it would make the check inspect the whole struct and
+// panic ("Go pointer to unpinned Go pointer"), as the GPU tests showed.
+func (*Driver) Launch(ctx, fn uintptr, dims *[6]uint32, sharedMem uint32, s uintptr, blob []uint64, off []int32, n int) Result {
+	if len(blob) == 0 || len(off) == 0 || n < 0 || n > len(off) {
+		return 1 // CUDA_ERROR_INVALID_VALUE
+	}
 	cd := [6]C.uint{C.uint(dims[0]), C.uint(dims[1]), C.uint(dims[2]), C.uint(dims[3]), C.uint(dims[4]), C.uint(dims[5])}
 	return Result(C.edged_cu_launch(C.uintptr_t(ctx), C.uintptr_t(fn), &cd[0], C.uint(sharedMem), C.uintptr_t(s),
-		blob, (*C.int32_t)(unsafe.Pointer(off)), C.int(n)))
+		unsafe.Pointer(&blob[0]), (*C.int32_t)(unsafe.Pointer(&off[0])), C.int(n)))
 }
 
 // ErrorText is cuGetErrorString.
