@@ -83,6 +83,7 @@ func pipelineKey(c *config.Config, pc *config.Pipeline) string {
 	k := struct {
 		Pipeline  config.Pipeline
 		Source    *config.Source
+		SrcFiles  string // a network camera's password file
 		Replay    string
 		Recording string
 		Sensors   []*config.Source
@@ -90,6 +91,7 @@ func pipelineKey(c *config.Config, pc *config.Pipeline) string {
 		SinkFiles []string
 		Stall     time.Duration
 	}{Pipeline: *pc, Source: c.Source(pc.Source), Stall: c.Daemon.StallTimeout.Duration}
+	k.SrcFiles = c.SourceFiles(k.Source)
 	if k.Source != nil && k.Source.Path != "" {
 		k.Replay = c.Resolve(k.Source.Path)
 		k.Recording = fileStamp(k.Replay)

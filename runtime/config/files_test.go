@@ -226,3 +226,67 @@ func FuzzLoadFileGuard(f *testing.F) {
 		}
 	})
 }
+
+// TestRTSPSourceFiles: a network camera's password file is part of what
+// its pipeline is built from: another content is another identity (a
+// reload restarts the pipeline with it); the same content, the same.
+func TestRTSPSourceFiles(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	text := func() []byte {
+		return []byte(`[[source]]
+name = "door"
+kind = "rtsp"
+url = "rtsp://cam.local/s1"
+username = "admin"
+password_file = "pw"
+
+[[model]]
+name = "demo"
+path = "builtin:demo"
+
+[[pipeline]]
+name = "door"
+source = "door"
+model = "demo"
+sinks = ["s"]
+
+[[sink]]
+name = "s"
+kind = "socket"
+path = "` + filepath.Join(dir, "s.sock") + `"
+`)
+	}
+	ids := map[string]string{}
+	for _, content := range []string{"one\n", "two\n", "one\n"} {
+		if err := os.WriteFile(pw, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(filepath.Join(dir, "edged.toml"), text())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckFiles(); err != nil {
+			t.Fatal(err)
+		}
+		id := c.SourceFiles(c.Source("door"))
+		if !strings.HasPrefix(id, "password_file=") || strings.Contains(id, "one") || strings.Contains(id, "two") {
+			t.Fatalf("SourceFiles %q", id)
+		}
+		if prev, ok := ids[content]; ok && prev != id {
+			t.Fatalf("the same content, another identity: %q, %q", prev, id)
+		}
+		ids[content] = id
+	}
+	if ids["one\n"] == ids["two\n"] {
+		t.Fatal("another password, the same identity")
+	}
+	os.Remove(pw)
+	c, err := Parse(filepath.Join(dir, "edged.toml"), text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckFiles(); err == nil || !strings.Contains(err.Error(), "source[0].password_file: password file") {
+		t.Fatalf("a missing password file: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"time"
@@ -74,4 +75,19 @@ func (c *Config) checkRTSPFiles(k *checker) {
 			k.add(fmt.Sprintf("source[%d].password_file", i), "password file %s: %v", c.Resolve(s.PasswordFile), errCause(err))
 		}
 	}
+}
+
+// SourceFiles identifies the content of the files source s names (a
+// network camera's password file), as this configuration read them, as
+// SinkFiles does for sinks: a reload that only changes what such a file
+// holds restarts the pipelines of the source with it.
+func (c *Config) SourceFiles(s *Source) string {
+	if s == nil || s.Kind != rtsp.Kind || s.PasswordFile == "" {
+		return ""
+	}
+	f := c.named(c.Resolve(s.PasswordFile), MaxPasswordFileBytes)
+	if f.err != nil {
+		return "password_file=error " + f.err.Error()
+	}
+	return "password_file=" + hex.EncodeToString(f.sum[:])
 }
