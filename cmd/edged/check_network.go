@@ -15,13 +15,15 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
 // unitName is the unit edged check asks systemd about.
 const unitName = "edged.service"
 
 // endpoint is an address the configuration makes edged use over IP: a
-// broker it connects to, or the metrics listener others connect to.
+// broker or a network camera it connects to, or the metrics listener
+// others connect to.
 type endpoint struct {
 	what     string // "sink cloud (mqtt://broker:1883)"
 	host     string // a name or an address
@@ -38,6 +40,14 @@ func networkEndpoints(cfg *config.Config) []endpoint {
 		}
 		if u, err := url.Parse(s.URL); err == nil && u.Hostname() != "" {
 			eps = append(eps, endpoint{what: fmt.Sprintf("sink %s (%s)", s.Name, u.Redacted()), host: u.Hostname()})
+		}
+	}
+	for _, s := range cfg.Sources {
+		if s.Kind != rtsp.Kind {
+			continue
+		}
+		if u, err := url.Parse(s.URL); err == nil && u.Hostname() != "" {
+			eps = append(eps, endpoint{what: fmt.Sprintf("source %s (%s)", s.Name, rtsp.Redact(s.URL)), host: u.Hostname()})
 		}
 	}
 	if a := cfg.Daemon.MetricsListen; a != "" && !strings.HasPrefix(a, "unix:") {
@@ -145,7 +155,7 @@ func unitFilter(ctx context.Context) (f ipFilter, ok bool, why string) {
 func checkNetwork(ctx context.Context, stdout io.Writer, cfg *config.Config, ok, warn func(string, ...any), fail func(int, string, ...any)) {
 	eps := networkEndpoints(cfg)
 	if len(eps) == 0 {
-		ok("no network endpoint configured (no MQTT sink, metrics_listen not on TCP): the unit's IPAddressDeny=any fits")
+		ok("no network endpoint configured (no MQTT sink, no network camera, metrics_listen not on TCP): the unit's IPAddressDeny=any fits")
 		return
 	}
 	f, known, why := unitFilter(ctx)
@@ -172,7 +182,7 @@ func checkNetwork(ctx context.Context, stdout io.Writer, cfg *config.Config, ok,
 		case ep.incoming:
 			ok("%s: scrapers allowed by %s's IP filter: %s", ep.what, unitName, map[bool]string{true: prefixes(f.allow), false: "any"}[f.deniesAll()])
 		case !ep.incoming && len(denied) > 0:
-			fail(exitConfig, "%s: %s refuses connections to %s (IPAddressDeny=; allowed: %s): the sink can never connect. "+
+			fail(exitConfig, "%s: %s refuses connections to %s (IPAddressDeny=; allowed: %s): it can never connect. "+
 				"Add `IPAddressAllow=%s` in a drop-in (systemctl edit edged; docs/SYSTEMD.md)", ep.what, unitName, strings.Join(denied, ", "), prefixes(f.allow), strings.Join(denied, " "))
 		default:
 			ok("%s: allowed by %s's IP filter", ep.what, unitName)

@@ -439,3 +439,18 @@ func TestRTSPCheckUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestRTSPCheckNamesTheUnitsIPFilter: a network camera on another machine
+// is refused by the shipped unit's IPAddressDeny=any: edged check fails it
+// (78) with the drop-in line that lets it through, as for an MQTT broker.
+func TestRTSPCheckNamesTheUnitsIPFilter(t *testing.T) {
+	lib := needORT(t)
+	cfg, _, _ := rtspConfig(t, t.TempDir(), "rtsp://192.0.2.10/cam", `optional = true`, `timeout = "200ms"`)
+	cmd := edged("check", "-config", cfg)
+	cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib, "PATH="+fakeSystemctl(t, shippedUnitShow))
+	out, _ := cmd.CombinedOutput()
+	want := "FAIL  source cam0 (rtsp://192.0.2.10/cam): edged.service refuses connections to 192.0.2.10"
+	if code := cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(string(out), want) || !strings.Contains(string(out), "IPAddressAllow=192.0.2.10") {
+		t.Fatalf("exit %d, want %d and %q:\n%s", code, exitConfig, want, out)
+	}
+}
