@@ -133,7 +133,9 @@ func parseUnitShow(out string) (loaded bool, f ipFilter, err error) {
 func unitFilter(ctx context.Context) (f ipFilter, ok bool, why string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "systemctl", "show", "--property=LoadState,IPAddressAllow,IPAddressDeny", unitName).Output()
+	cmd := exec.CommandContext(ctx, "systemctl", "show", "--property=LoadState,IPAddressAllow,IPAddressDeny", unitName)
+	cmd.WaitDelay = time.Second // a child that keeps its stdout open does not hold a stop
+	out, err := cmd.Output()
 	if err != nil {
 		return f, false, fmt.Sprintf("systemctl show %s: %v", unitName, err)
 	}

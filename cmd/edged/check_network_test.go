@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeSystemctl puts a `systemctl` first on PATH that prints show for any
@@ -115,5 +117,44 @@ func TestRunNamesTheUnitsIPFilter(t *testing.T) {
 	}
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
+	}
+}
+
+// TestSignalsDuringStart: a SIGHUP (systemctl reload) or SIGTERM
+// (systemctl stop) that came before the daemon ran took the default
+// action: edged died by the signal (exit -1 under qemu, where the start
+// is slow enough for a test to hit it). Here edged is held in its start
+// by a systemctl that does not answer (asked for the unit's IP filter);
+// a SIGHUP there is kept, and a SIGTERM stops it with exit 0.
+func TestSignalsDuringStart(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "asked")
+	bin := t.TempDir()
+	script := "#!/bin/sh\n: >" + mark + "\nsleep 20\ncat <<'EOF'\n" + shippedUnitShow + "EOF\n"
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, sock := testConfig(t, dir, `sinks = ["local"]`, `sinks = ["local", "cloud"]`,
+		`# Serial (UART) sink:`, "[[sink]]\nname = \"cloud\"\nkind = \"mqtt\"\nurl = \"mqtt://192.0.2.10:1883\"\n\n# Serial (UART) sink:")
+	d := start(t, lib, cfg, sock, "INVOCATION_ID=0123456789abcdef", "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edged never asked systemctl about its unit:\n%s", d.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	select {
+	case <-d.done:
+		t.Fatalf("a SIGHUP during the start ended edged: %v", d.cmd.ProcessState)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("SIGTERM during the start: exit %d (%v), want 0", code, d.cmd.ProcessState)
 	}
 }

@@ -24,6 +24,17 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	// Signals first: a SIGTERM (systemctl stop) or SIGHUP (systemctl
+	// reload) that came while the configuration is read, libraries load or
+	// systemctl is asked about the unit took the default action and killed
+	// edged by the signal. SIGTERM now stops a start at any point (exit 0);
+	// a SIGHUP is kept (one) and applied once the daemon runs.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	cfg, what, err := loadConfig(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "edged: %s:\n%v\n", what, err)
@@ -48,9 +59,6 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 		log.Error("socket activation", "err", err)
 		return exitFailure
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
 	d, err := edruntime.New(edruntime.Options{
 		Config:           cfg,
 		Factories:        factories(log),
@@ -64,9 +72,6 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return exitCode(err)
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
