@@ -255,7 +255,7 @@ func TestCheckNamesReplayMJPEGDecoder(t *testing.T) {
 	w.WriteFrame(b.Bytes(), 0, 0)
 	w.Flush()
 	f.Close()
-	cfg, _ := testConfig(t, dir, `kind = "synthetic"        # v4l2 | synthetic | replay | serial
+	cfg, _ := testConfig(t, dir, `kind = "synthetic"        # v4l2 | synthetic | replay | rtsp | serial
 optional = false          # true: a missing device is waited for instead of failing the start
 width = 640               # required: frame size in pixels (replay: taken from the recording)
 height = 480

@@ -134,7 +134,7 @@ path = %q
 		{"synthetic", "width = 64\nheight = 48\nfps = 2000.0", `source[0].fps: must be between 0 (as fast as the pipeline takes frames) and 1000 frames per second`},
 		{"synthetic", "width = 64\nheight = 48\nfree_run = true", `source[0].free_run: is for replay sources (a synthetic source: fps = 0 is as fast as the pipeline takes frames)`},
 	} {
-		cfg, _ := testConfig(t, dir, `kind = "synthetic"        # v4l2 | synthetic | replay | serial
+		cfg, _ := testConfig(t, dir, `kind = "synthetic"        # v4l2 | synthetic | replay | rtsp | serial
 optional = false          # true: a missing device is waited for instead of failing the start
 width = 640               # required: frame size in pixels (replay: taken from the recording)
 height = 480
