@@ -68,7 +68,8 @@ func checkOutput(t *testing.T, lib, cfg string) (string, int) {
 
 // TestRTSPCamera: H.264 over TCP and H.265 over UDP, each checked (codec,
 // size, transport, the decoder and why) and run: results come, their
-// capture clock is named, and the metrics say the transport.
+// capture clock is named and becomes the camera's once it sends sender
+// reports, and the metrics say the transport and the clock.
 func TestRTSPCamera(t *testing.T) {
 	lib := needORT(t)
 	needAVCodec(t)
@@ -91,6 +92,14 @@ func TestRTSPCamera(t *testing.T) {
 				if x.CaptureClock != "sender_report" && x.CaptureClock != "arrival" {
 					t.Fatalf("t_capture_clock %q, want sender_report or arrival", x.CaptureClock)
 				}
+			}
+			// GStreamer sends its first RTCP sender report within a few
+			// seconds: from then on capture times are the camera's.
+			r.wait(t, "a result timed by the camera's sender reports", 0, func(x stream.Decoded) bool {
+				return x.Type == "result" && x.CaptureClock == "sender_report"
+			})
+			if v := scrape(t, metrics, `edged_rtsp_frames_total{source="cam0",clock="sender_report"}`); v <= 0 {
+				t.Errorf("edged_rtsp_frames_total{clock=sender_report} %v", v)
 			}
 			if v := scrape(t, metrics, fmt.Sprintf(`edged_rtsp_transport{source="cam0",transport=%q}`, tc.transport)); v != 1 {
 				t.Errorf("edged_rtsp_transport for %s: %v, want 1", tc.transport, v)
