@@ -253,12 +253,12 @@ func TestRTSPDeadCameras(t *testing.T) {
 		t.Fatalf("the stalling server printed %q, want STALLED", l)
 	}
 	stalled := time.Now()
-	down, rec := statusOf(t, r, "source_down", "cam2", from)
+	_, rec := statusOf(t, r, "source_down", "cam2", from)
 	if took := time.Since(stalled); took > 3*time.Second || !strings.Contains(rec.Reason, "no video") && !strings.Contains(rec.Reason, "timeout") {
 		t.Fatalf("cam2's silence: source_down %v after the stall (timeout 1s), reason %q", took.Round(time.Millisecond), rec.Reason)
 	}
 	// cam0 goes on at its rate while cam1 never answers and cam2 is down.
-	before := len(r.results(t, "demo", 0, 1))
+	r.results(t, "demo", 0, 1)
 	c0 := r.len()
 	time.Sleep(4 * time.Second)
 	var n0, stale int
@@ -273,9 +273,10 @@ func TestRTSPDeadCameras(t *testing.T) {
 			stale++
 		}
 	}
-	_ = before
-	if n0 < 4*15/3 {
-		t.Errorf("cam0 gave %d results in 4 s while the others were dead, want at least a third of its 15 fps", n0)
+	// A pipeline held up by another camera would give none; the bound
+	// leaves room for a loaded machine (three encoders run beside edged).
+	if n0 < 10 {
+		t.Errorf("cam0 gave %d results in 4 s while the others were dead, want at least 10 of its 60", n0)
 	}
 	if stale > 0 {
 		t.Errorf("%d results of cam2 after its source_down and before a source_up", stale)
@@ -285,7 +286,6 @@ func TestRTSPDeadCameras(t *testing.T) {
 			t.Fatal("a result of cam1, whose server never answers")
 		}
 	}
-	_ = down
 	n.waitFor(t, "STATUS= saying cam1 is waited for", 15*time.Second, func(m []string) bool {
 		for _, s := range m {
 			if strings.HasPrefix(s, "STATUS=") && strings.Contains(s, "cam1 waiting for cam1") && strings.Contains(s, "rtsp over tcp") {
@@ -395,7 +395,7 @@ func TestRTSPUDPLoss(t *testing.T) {
 		lib := needORT(t)
 		needAVCodec(t)
 		rtsptest.Python(t)
-		_ = lib
+		_ = lib // the re-run inside the namespace needs it too
 		if dropped := rtsptest.RunInLossyNetns(t, 20, "^TestRTSPUDPLoss$"); dropped == 0 {
 			t.Fatal("nftables dropped nothing")
 		}
