@@ -155,6 +155,7 @@ func BenchmarkViewers(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				p := *pic
+				p.Taken = frameNow() // as a picture just made
 				t.publish(&p)
 				for j := 0; j < n; j++ {
 					<-got

@@ -1,14 +1,15 @@
 package preview
 
 import (
+	"bytes"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"mime/multipart"
+	"io"
 	"net/http"
 	"net/textproto"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -187,8 +188,10 @@ func noPicture(w http.ResponseWriter, t *Tap, err error) {
 
 // serveStream sends every picture of the tap, as it comes, as one part of
 // a multipart/x-mixed-replace response, until the viewer leaves, the tap
-// closes or the preview is turned off. A viewer slower than the pictures
-// gets the newest one when it is ready for it; one that takes nothing for
+// closes or the preview is turned off. Each part is followed at once by
+// the boundary, so a client knows the picture is whole when it arrives,
+// not when the next one does. A viewer slower than the pictures gets the
+// newest one when it is ready for it; one that takes nothing for
 // writeTimeout is cut off.
 func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request, t *Tap) {
 	w.Header().Set("Content-Type", "multipart/x-mixed-replace; boundary="+Boundary)
@@ -196,18 +199,16 @@ func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request, t *Tap) {
 		return
 	}
 	rc := http.NewResponseController(w)
-	mw := multipart.NewWriter(w)
-	if err := mw.SetBoundary(Boundary); err != nil {
-		return
-	}
-	// The headers go out now: a client learns at once that it is in,
-	// before the first picture (which waits for a frame).
+	// The headers and the first boundary go out now: a client learns at
+	// once that it is in, before the first picture (which waits for a
+	// frame).
 	w.WriteHeader(http.StatusOK)
 	rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if rc.Flush() != nil {
+	if _, err := io.WriteString(w, "--"+Boundary+"\r\n"); err != nil || rc.Flush() != nil {
 		return
 	}
 	var last uint64
+	var head bytes.Buffer
 	for h.settings().Enabled {
 		p, err := t.next(r.Context(), last)
 		if errors.Is(err, errNoPicture) {
@@ -221,10 +222,15 @@ func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request, t *Tap) {
 		hd.Set("Content-Type", "image/jpeg")
 		hd.Set("Content-Length", strconv.Itoa(len(p.JPEG)))
 		pictureHeaders(hd, p)
+		head.Reset()
+		writePartHeader(&head, hd)
 		rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		part, err := mw.CreatePart(hd)
+		_, err = w.Write(head.Bytes())
 		if err == nil {
-			_, err = part.Write(p.JPEG)
+			_, err = w.Write(p.JPEG)
+		}
+		if err == nil {
+			_, err = io.WriteString(w, "\r\n--"+Boundary+"\r\n")
 		}
 		if err == nil {
 			err = rc.Flush()
@@ -233,4 +239,20 @@ func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request, t *Tap) {
 			return
 		}
 	}
+}
+
+// writePartHeader writes a part's header lines, sorted, and the blank line
+// after them.
+func writePartHeader(b *bytes.Buffer, hd textproto.MIMEHeader) {
+	keys := make([]string, 0, len(hd))
+	for k := range hd {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range hd[k] {
+			b.WriteString(k + ": " + v + "\r\n")
+		}
+	}
+	b.WriteString("\r\n")
 }

@@ -339,6 +339,50 @@ func TestMJPEGStream(t *testing.T) {
 	}
 }
 
+// TestMJPEGPartEndsWithItsPicture: a stream's part is whole as soon as
+// its picture is sent (the boundary follows it at once), not when the next
+// picture comes: a client parsing the stream gets the only picture of a
+// pipeline that processed one frame.
+func TestMJPEGPartEndsWithItsPicture(t *testing.T) {
+	h, srv := newHub(t, Settings{Enabled: true})
+	tap := h.Tap(Key{"p", "cam0"})
+	r, err := http.Get(srv.URL + "/preview/p.mjpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	data, _ := scene(7, 640, 480)
+	now := frameNow()
+	if !tap.Copy(now, Frame{Seq: 7, TCapture: now, Format: sensors.Format{Width: 640, Height: 480, Pixel: sensors.RGB24}, Data: data}) {
+		t.Fatal("copy refused")
+	}
+	tap.Finish(7, nil, "")
+	got := make(chan error, 1)
+	go func() {
+		part, err := mr.NextPart()
+		if err == nil {
+			var b []byte
+			if b, err = io.ReadAll(part); err == nil {
+				_, err = stdjpeg.Decode(bytes.NewReader(b))
+			}
+			if err == nil && part.Header.Get("X-Edged-Frame-Seq") != "7" {
+				err = fmt.Errorf("frame_seq %q", part.Header.Get("X-Edged-Frame-Seq"))
+			}
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the part did not end with its picture: a client waits for the next one")
+	}
+}
+
 // TestViewersBeyondTheLimit: with preview_clients = 2, two streams watch
 // and the third viewer (a stream or a picture) gets 503 with Retry-After;
 // once one leaves, a viewer is let in again. A second picture has its own
