@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edged-dev/edged/internal/backoff"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
 	"github.com/edged-dev/edged/sensors/sensorstest"
@@ -194,37 +193,6 @@ func TestGStreamerSilent(t *testing.T) {
 	}
 }
 
-// supervise does what runtime's capture loop does with a source: Start
-// (retrying with internal/backoff's Restart policy), Next until an error,
-// Close, again. It sends each frame's capture time on frames until ctx
-// ends.
-func supervise(ctx context.Context, s *Source, pool sensors.SlotPool, frames chan<- sensors.Frame) {
-	failures := 0
-	for ctx.Err() == nil {
-		if err := s.Start(ctx, pool); err != nil {
-			backoff.Sleep(ctx, backoff.Restart.Delay(failures))
-			failures++
-			continue
-		}
-		failures = 0
-		for {
-			f, err := s.Next(ctx)
-			if errors.Is(err, sensors.ErrSkipped) {
-				continue
-			}
-			if err != nil {
-				break
-			}
-			select {
-			case frames <- f:
-			case <-ctx.Done():
-				f.Slot.Release()
-			}
-		}
-		s.Close()
-	}
-}
-
 // TestGStreamerRestarts: the server is killed and comes back three times:
 // each time the source goes down at once, comes back under the capture
 // loop's backoff within its 2 s cap and a GOP (plus the server's own
@@ -240,7 +208,16 @@ func TestGStreamerRestarts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	frames := make(chan sensors.Frame)
 	done := make(chan struct{})
-	go func() { supervise(ctx, s, pool, frames); close(done) }()
+	go func() {
+		rtsptest.Supervise(ctx, s, pool, func(f sensors.Frame) {
+			select {
+			case frames <- f:
+			case <-ctx.Done():
+				f.Slot.Release()
+			}
+		})
+		close(done)
+	}()
 	defer func() { cancel(); <-done; pool.Close() }()
 	take := func(within time.Duration) sensors.Frame {
 		t.Helper()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/edged-dev/edged/sensors/avcodec"
 	"github.com/edged-dev/edged/sensors/h26x"
 	"github.com/edged-dev/edged/sensors/rtsp"
+	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
 
@@ -50,7 +50,16 @@ func recovery(args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	frames := make(chan int64, 64)
 	done := make(chan struct{})
-	go func() { supervise(ctx, src, sensorstest.NewHeapPool(6, 1920*1088*3/2), frames); close(done) }()
+	go func() {
+		rtsptest.Supervise(ctx, src, sensorstest.NewHeapPool(6, 1920*1088*3/2), func(f sensors.Frame) {
+			f.Slot.Release()
+			select {
+			case frames <- sensors.Now():
+			default:
+			}
+		})
+		close(done)
+	}()
 	defer func() { cancel(); <-done; srv.kill() }()
 	first := func(after int64, within time.Duration) (time.Duration, error) {
 		deadline := time.After(within)
@@ -88,34 +97,4 @@ func recovery(args []string) error {
 	fmt.Printf("first frame after the server is back: p50 %v, p90 %v, max %v over %d restarts (backoff cap %v, GOP 1 s)\n",
 		took[len(took)/2].Round(time.Millisecond), took[len(took)*9/10].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took), backoff.Restart.Max)
 	return nil
-}
-
-// supervise is runtime's capture loop (runtime/pipeline.go, capture):
-// Start, retried with backoff.Restart; Next until an error; Close; again.
-// Each frame's delivery time goes to frames.
-func supervise(ctx context.Context, s *rtsp.Source, pool sensors.SlotPool, frames chan<- int64) {
-	failures := 0
-	for ctx.Err() == nil {
-		if err := s.Start(ctx, pool); err != nil {
-			backoff.Sleep(ctx, backoff.Restart.Delay(failures))
-			failures++
-			continue
-		}
-		failures = 0
-		for {
-			f, err := s.Next(ctx)
-			if errors.Is(err, sensors.ErrSkipped) {
-				continue
-			}
-			if err != nil {
-				break
-			}
-			f.Slot.Release()
-			select {
-			case frames <- sensors.Now():
-			default:
-			}
-		}
-		s.Close()
-	}
 }
