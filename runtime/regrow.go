@@ -43,7 +43,7 @@ func (p *pipeline) regrow(ctx context.Context, err error) bool {
 	}
 	p.mb.drain()
 	deadline := time.Now().Add(regrowWait)
-	for old.Stats().State[umem.SlotFree]+old.Stats().Lost < old.Len() {
+	for st := old.Stats(); st.State[umem.SlotFree]+st.Lost < old.Len(); st = old.Stats() {
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			p.log.Warn("frame slots still in use: the frame pool is not replaced", "source", p.scfg.Name, "slot_bytes", old.SlotSize(), "need", need)
 			return false
