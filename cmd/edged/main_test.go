@@ -235,10 +235,25 @@ func start(t *testing.T, lib, cfgPath, sock string, env ...string) *daemon {
 			}
 		}
 		if t.Failed() {
-			t.Logf("edged stderr:\n%s", d.stderr.String())
+			t.Logf("edged stderr:\n%s", trimDump(d.stderr.String(), 150))
 		}
 	})
 	return d
+}
+
+// trimDump keeps a failed daemon's log and the first lines of the
+// goroutine dump SIGQUIT printed after it, so the test's own messages are
+// not pushed out of the part of the output a CI summary shows.
+func trimDump(s string, lines int) string {
+	i := strings.Index(s, "SIGQUIT: quit")
+	if i < 0 {
+		return s
+	}
+	dump := strings.SplitAfter(s[i:], "\n")
+	if len(dump) <= lines {
+		return s
+	}
+	return s[:i] + strings.Join(dump[:lines], "") + fmt.Sprintf("[%d more lines of the goroutine dump left out]\n", len(dump)-lines)
 }
 
 // stop sends SIGTERM and returns the exit code and how long it took.

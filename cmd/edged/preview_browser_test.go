@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"net"
 	"net/http"
@@ -91,6 +92,19 @@ type browserReport struct {
 func TestPreviewPageInChromium(t *testing.T) {
 	node, pwCore, chromium := browserTools(t)
 	lib := needORT(t)
+	// The failures are said again after the daemon's log (a cleanup that
+	// runs last), where a CI summary's tail shows them.
+	var failures []string
+	errorf := func(format string, args ...any) {
+		t.Helper()
+		failures = append(failures, fmt.Sprintf(format, args...))
+		t.Errorf(format, args...)
+	}
+	t.Cleanup(func() {
+		for _, f := range failures {
+			t.Logf("failed: %s", f)
+		}
+	})
 	dir := t.TempDir()
 	var det detectorModel
 	for _, m := range detectorModels {
@@ -145,7 +159,8 @@ resize = "letterbox"
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("edged not ready on %s: %v\n%s", addr, err, d.stderr.String())
+			errorf("edged not ready on %s: %v\n%s", addr, err, d.stderr.String())
+			t.FailNow()
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -153,37 +168,47 @@ resize = "letterbox"
 	shot := filepath.Join(dir, "preview.png")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "preview-browser.cjs"), pwCore, chromium, base, "2", shot)
+	words := []string{"dock-3", "demo", "dock", "running", "fps", "p50", "p99", "gen 1", "cam0", "cam1", "up", "640x480 YUYV"}
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "preview-browser.cjs"), pwCore, chromium, base, "2", shot, strings.Join(words, ","))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node: %v\n%s%s", err, out, stderr.String())
+		errorf("node: %v\n%s%s", err, out, stderr.String())
+		t.FailNow()
 	}
 	var rep browserReport
 	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("the driver's report: %v\n%s%s", err, out, stderr.String())
+		errorf("the driver's report: %v\n%s%s", err, out, stderr.String())
+		t.FailNow()
 	}
 	for _, e := range rep.Errors {
-		t.Errorf("in the browser: %s", e)
+		// A 503 (no picture in 3 s on a loaded machine) is a case the
+		// page handles: it shows the reason and asks again.
+		if strings.HasPrefix(e, "console: Failed to load resource: the server responded with a status of 503") {
+			t.Logf("in the browser: %s", e)
+			continue
+		}
+		errorf("in the browser: %s", e)
 	}
 	if len(rep.Pictures) != 2 {
-		t.Fatalf("%d pictures on the page, want 2 (demo, dock): %s", len(rep.Pictures), out)
+		errorf("%d pictures on the page, want 2 (demo, dock): %s", len(rep.Pictures), out)
+		t.FailNow()
 	}
 	for _, p := range rep.Pictures {
 		t.Logf("%s: %dx%d, pictures %d..%d, frames %d..%d, changed %v", p.Src, p.Width, p.Height, p.First, p.Last, p.FirstSeq, p.LastSeq, p.Changed)
 		if p.Width != 640 || p.Height != 480 || !p.Changed || p.LastSeq <= p.FirstSeq {
-			t.Errorf("%s did not load and change: %+v", p.Src, p)
+			errorf("%s did not load and change: %+v", p.Src, p)
 		}
 	}
 	for _, u := range rep.Requests {
 		if !strings.HasPrefix(u, base) && !strings.HasPrefix(u, "blob:"+strings.TrimSuffix(base, "/")) {
-			t.Errorf("the page fetched %s, not from edged", u)
+			errorf("the page fetched %s, not from edged", u)
 		}
 	}
-	for _, w := range []string{"dock-3", "demo", "dock", "running", "fps", "p50", "p99", "gen 1", "cam0", "cam1", "up", "640x480 YUYV"} {
+	for _, w := range words {
 		if !strings.Contains(strings.ToLower(rep.Text), strings.ToLower(w)) {
-			t.Errorf("the page does not say %q:\n%s", w, rep.Text)
+			errorf("the page does not say %q:\n%s", w, rep.Text)
 		}
 	}
 	b, err := os.ReadFile(shot)
@@ -191,8 +216,12 @@ resize = "letterbox"
 		t.Fatal(err)
 	}
 	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil || img.Bounds().Dx() != 1280 {
-		t.Fatalf("screenshot: %v, %v", img.Bounds(), err)
+	if err != nil {
+		errorf("screenshot: %v", err)
+		t.FailNow()
+	}
+	if img.Bounds().Dx() != 1280 {
+		errorf("screenshot: %v, want 1280 wide", img.Bounds())
 	}
 	t.Logf("screenshot: %d bytes", len(b))
 	if to := os.Getenv("EDGED_PREVIEW_SCREENSHOT"); to != "" {
@@ -201,6 +230,6 @@ resize = "letterbox"
 		}
 	}
 	if code, _ := d.stop(t); code != 0 {
-		t.Errorf("exit %d after SIGTERM", code)
+		errorf("exit %d after SIGTERM", code)
 	}
 }

@@ -3,15 +3,17 @@
 // system's browser: npm downloads none) through edged's live preview page,
 // for TestPreviewPageInChromium:
 //
-//   node preview-browser.cjs PLAYWRIGHT_CORE_DIR CHROMIUM URL WANT SCREENSHOT.png
+//   node preview-browser.cjs PLAYWRIGHT_CORE_DIR CHROMIUM URL WANT SCREENSHOT.png [WORDS]
 //
 // It loads URL, waits until the page shows WANT pictures (img.live), each
 // loaded, and then until every one has changed: a later picture (its
-// data-picture number) whose pixels differ from the first one's. It then
+// data-picture number) whose pixels differ from the first one's, and
+// until the page's text holds every one of WORDS (comma-separated, any
+// case: the status fields fill in as status.json's windows do). It then
 // saves a screenshot and prints, as one JSON line, what it saw: each
 // picture's address, size, first and last picture and frame_seq, whether
 // its pixels changed; the requests the page made; its errors.
-const [pwDir, executablePath, url, want, screenshot] = process.argv.slice(2);
+const [pwDir, executablePath, url, want, screenshot, words = ''] = process.argv.slice(2);
 const { chromium } = require(pwDir);
 
 // pixels sums a picture's pixels, as drawn into a canvas, in 64 strides:
@@ -65,6 +67,16 @@ function pixels() {
     const last = await page.evaluate(pixels);
     // The latency and rate fields fill in once status.json has a window.
     await page.waitForFunction(() => [...document.querySelectorAll('article dd')].every((d) => d.textContent !== ''), null, { timeout: 10000 });
+    const wanted = words.split(',').filter((w) => w !== '').map((w) => w.toLowerCase());
+    try {
+      await page.waitForFunction((wanted) => {
+        const text = document.body.innerText.toLowerCase();
+        return wanted.every((w) => text.includes(w));
+      }, wanted, { timeout: 20000 });
+    } catch (e) {
+      const text = (await page.evaluate(() => document.body.innerText)).toLowerCase();
+      out.errors.push('driver: in 20 s the page never said ' + wanted.filter((w) => !text.includes(w)).map((w) => JSON.stringify(w)).join(', '));
+    }
     for (let i = 0; i < first.length; i++) {
       const a = first[i], b = last[i];
       out.pictures.push({
