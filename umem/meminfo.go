@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 )
 
 // ErrMeminfo is wrapped by errors about /proc/meminfo.
@@ -25,6 +26,15 @@ type Meminfo struct {
 // maxMeminfo bounds the read of /proc/meminfo (a few KiB in practice).
 const maxMeminfo = 64 << 10
 
+// meminfoBuf is the one read buffer, under its lock: ReadMeminfo runs on
+// every metrics scrape and every reload's memory check, and a 64 KiB
+// buffer each time was most of what a scrape allocated. (A sync.Pool
+// would do, but drops buffers at random under the race detector.)
+var meminfoBuf struct {
+	sync.Mutex
+	b [maxMeminfo]byte
+}
+
 // ReadMeminfo reads procRoot/meminfo ("" means /proc) with one bounded read.
 func ReadMeminfo(procRoot string) (Meminfo, error) {
 	if procRoot == "" {
@@ -36,7 +46,9 @@ func ReadMeminfo(procRoot string) (Meminfo, error) {
 		return Meminfo{}, fmt.Errorf("umem: %w", err)
 	}
 	defer f.Close()
-	buf := make([]byte, maxMeminfo)
+	meminfoBuf.Lock()
+	defer meminfoBuf.Unlock()
+	buf := meminfoBuf.b[:]
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return Meminfo{}, fmt.Errorf("umem: read %s: %w", path, err)

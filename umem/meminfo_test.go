@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -69,4 +70,26 @@ func FuzzParseMeminfo(f *testing.F) {
 			t.Fatalf("parsed %+v from input without MemTotal and MemAvailable", m)
 		}
 	})
+}
+
+// TestReadMeminfoReusesItsBuffer: a read allocates what opening the file
+// does, not a 64 KiB buffer each time (it runs on every scrape).
+func TestReadMeminfoReusesItsBuffer(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo")
+	}
+	ReadMeminfo("") // the pool's first buffer
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const n = 50
+	for i := 0; i < n; i++ {
+		if _, err := ReadMeminfo(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 8<<10 {
+		t.Errorf("ReadMeminfo allocates %d bytes a call, want under 8 KiB (the buffer is pooled)", per)
+	}
 }
