@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/edged-dev/edged/sensors"
@@ -22,12 +23,36 @@ func (p *pipeline) framePool() *umem.Pool {
 	return p.pool
 }
 
+// regrowMeminfo reads the memory a regrown pool must fit in (tests
+// replace it).
+var regrowMeminfo = func() (umem.Meminfo, error) { return umem.ReadMeminfo("") }
+
+// regrowFits says whether a new pool of bytes fits beside everything
+// running now (the old pool included: the new one is made before the old
+// is closed), keeping what start-up's memory check keeps for the rest of
+// the system. A camera's stream sets the new size (its SPS may say 16384²:
+// seven 384 MiB slots), so without this a camera could take the board's
+// memory. Without a readable meminfo nothing is checked, as at start.
+func regrowFits(bytes int64) error {
+	mi, err := regrowMeminfo()
+	if err != nil || mi.MemAvailable == 0 {
+		return nil
+	}
+	avail, total := int64(min(mi.MemAvailable, 1<<62)), int64(min(mi.MemTotal, 1<<62))
+	if usable := avail - memoryReserve(total); bytes > usable {
+		return fmt.Errorf("%w: the new frame pool needs %s, but MemAvailable is %s and edged keeps %s for the rest of the system",
+			ErrMemory, FormatSize(bytes), FormatSize(avail), FormatSize(memoryReserve(total)))
+	}
+	return nil
+}
+
 // regrow follows a source whose frames outgrew the slots (a network
 // camera that now sends larger pictures: err wraps sensors.ErrGeometry and
 // the source's SlotSize says what a slot must hold): once the source is
 // closed and every slot is back (the mailbox drained, the frame in
-// inference released), the pool is replaced by one of as many slots of
-// the new size, and the next Start gets it; preprocessing plans for each
+// inference released) and the new pool fits in memory (regrowFits), the
+// pool is replaced by one of as many slots of the new size, and the next
+// Start gets it; preprocessing plans for each
 // frame's format. It reports whether it did; when it did not (the slots
 // did not come back, the memory could not be had), the source is started
 // again on the old pool and refuses the frames again with the sizes. It
@@ -50,6 +75,10 @@ func (p *pipeline) regrow(ctx context.Context, err error) bool {
 		}
 		p.stampCapture()
 		time.Sleep(5 * time.Millisecond)
+	}
+	if ferr := regrowFits(satMul(int64(old.Len()), int64(need))); ferr != nil {
+		p.log.Warn("the frame pool is not replaced for the source's new frame size", "source", p.scfg.Name, "slots", old.Len(), "slot_bytes", need, "err", ferr)
+		return false
 	}
 	np, nerr := umem.NewPool(p.alloc, old.Len(), need)
 	if nerr != nil {
