@@ -327,6 +327,8 @@ var importRules = []struct {
 	// The live preview and its drawing: what a record says and the frames'
 	// formats, not the daemon, its configuration or its engines.
 	{"runtime/preview", []string{"runtime/preview", "runtime/stream", "sensors", "internal/"}},
+	// The batching policy: frames of any type, timed by any clock.
+	{"runtime/batch", []string{"runtime/batch", "internal/"}},
 	// The daemon's libraries: neither the daemon nor its configuration.
 	{"runtime/", []string{"runtime/stream", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
 	{"runtime", []string{"runtime", "sensors", "trt", "umem", "internal/"}},
