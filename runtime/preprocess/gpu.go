@@ -51,6 +51,7 @@ type GPUOptions struct {
 type kernels struct {
 	mod    *umem.Module
 	byPix  map[sensors.PixelFormat]*umem.Kernel
+	batch  map[sensors.PixelFormat]*umem.Kernel // the _batch kernels (gpu_batch.go)
 	ptx    *umem.PTX
 	refs   int
 	device *umem.Device
@@ -81,7 +82,8 @@ func acquireKernels(d *umem.Device, o GPUOptions) (*kernels, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preprocess: loading the preprocessing kernels: %w", err)
 	}
-	k := &kernels{mod: mod, byPix: map[sensors.PixelFormat]*umem.Kernel{}, ptx: ptx, refs: 1, device: d}
+	k := &kernels{mod: mod, byPix: map[sensors.PixelFormat]*umem.Kernel{}, batch: map[sensors.PixelFormat]*umem.Kernel{},
+		ptx: ptx, refs: 1, device: d}
 	for pf, name := range kernelNames {
 		f, err := mod.Kernel(name)
 		if err != nil {
@@ -89,6 +91,12 @@ func acquireKernels(d *umem.Device, o GPUOptions) (*kernels, error) {
 			return nil, fmt.Errorf("preprocess: %w", err)
 		}
 		k.byPix[pf] = f
+		bf, err := mod.Kernel(name + "_batch")
+		if err != nil {
+			mod.Close()
+			return nil, fmt.Errorf("preprocess: %w", err)
+		}
+		k.batch[pf] = bf
 	}
 	kernelsFor[d] = k
 	return k, nil
@@ -121,6 +129,7 @@ type GPU struct {
 
 	outStage *umem.Mem // device buffer for a tensor the GPU cannot address
 	args     umem.Args
+	bat      batchState // RunBatch's buffers (gpu_batch.go)
 
 	// geometry of the last frame format
 	key  [4]int
@@ -394,6 +403,7 @@ func (g *GPU) Close() error {
 		if g.outStage != nil {
 			errs = append(errs, g.outStage.Release())
 		}
+		errs = append(errs, g.bat.close())
 		errs = append(errs, g.stream.Close())
 		g.k.release()
 	})

@@ -12,6 +12,11 @@ package preprocess
 // Flags (the flags argument): bit 0 NHWC, bit 1 fp16, bit 2 BGR order,
 // bit 3 area filter along x, bit 4 area filter along y, bit 5 the source
 // rows are 4-byte aligned (word loads for YUYV/UYVY).
+//
+// The _batch kernels convert the frames of a batch in one launch: block
+// z converts frame z of a table of descriptors (struct Desc, 64 bytes,
+// written by GPU.RunBatch) into its entry of the batched tensor, with the
+// same per-pixel function (pre) as the kernel of one frame.
 const kernelSource = `
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -196,10 +201,41 @@ extern "C" __global__ void __launch_bounds__(256) NAME(const u8* __restrict__ sr
 	pre<P>(src, stride, sw, sh, dst, W, H, C, fl, x0, y0, iw, ih, rx, ry, a0, a1, a2, b0, b1, b2, k, ox, oy); \
 }
 
+// One frame of a batch: where it is, its geometry and flags, and the
+// entry of the batched tensor it fills. 64 bytes; GPU.RunBatch writes it.
+struct Desc {
+	const u8* src;
+	int stride, sw, sh, fl;
+	int x0, y0, iw, ih;
+	float rx, ry;
+	int entry, pad0, pad1, pad2;
+};
+
+#define BKERNEL(NAME, P) \
+extern "C" __global__ void __launch_bounds__(256) NAME(const Desc* __restrict__ desc, \
+	void* __restrict__ dst, int W, int H, int C, \
+	float a0, float a1, float a2, float b0, float b1, float b2, \
+	float yoff, float ygain, float rv, float gu, float gv, float bu) { \
+	int ox = blockIdx.x * blockDim.x + threadIdx.x; \
+	int oy = blockIdx.y * blockDim.y + threadIdx.y; \
+	if (ox >= W || oy >= H) return; \
+	const Desc d = desc[blockIdx.z]; \
+	size_t esz = (d.fl & F_HALF) ? 2 : 4; \
+	void* out = (u8*)dst + (size_t)d.entry * C * W * H * esz; \
+	Yuv k = {yoff, ygain, rv, gu, gv, bu}; \
+	pre<P>(d.src, d.stride, d.sw, d.sh, out, W, H, C, d.fl, d.x0, d.y0, d.iw, d.ih, d.rx, d.ry, a0, a1, a2, b0, b1, b2, k, ox, oy); \
+}
+
 KERNEL(edged_pre_yuyv, YUYV)
 KERNEL(edged_pre_uyvy, UYVY)
 KERNEL(edged_pre_nv12, NV12)
 KERNEL(edged_pre_grey, GREY)
 KERNEL(edged_pre_rgb24, RGB24)
 KERNEL(edged_pre_bgr24, BGR24)
+BKERNEL(edged_pre_yuyv_batch, YUYV)
+BKERNEL(edged_pre_uyvy_batch, UYVY)
+BKERNEL(edged_pre_nv12_batch, NV12)
+BKERNEL(edged_pre_grey_batch, GREY)
+BKERNEL(edged_pre_rgb24_batch, RGB24)
+BKERNEL(edged_pre_bgr24_batch, BGR24)
 `

@@ -372,54 +372,7 @@ extern "C" __global__ void edged_empty() {}`
 func BenchmarkGPUKernel(b *testing.B) {
 	p := gpuPlacement(b, umem.Options{Strategy: umem.StrategyPinned})
 	d := p.Device
-	s, err := d.NewStream()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	e0, _ := d.NewEvent(true)
-	e1, _ := d.NewEvent(true)
-	defer e0.Close()
-	defer e1.Close()
-	// Copy bandwidth: a 256 MiB device-to-device copy, read + write bytes.
-	const cb = 256 << 20
-	c0, err := d.Alloc(cb, umem.MemOptions{Kind: umem.KindDevice})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c0.Release()
-	c1, err := d.Alloc(cb, umem.MemOptions{Kind: umem.KindDevice})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c1.Release()
-	s.Copy(c1, c0, cb)
-	e0.Record(s)
-	for i := 0; i < 10; i++ {
-		s.Copy(c1, c0, cb)
-	}
-	e1.Record(s)
-	e1.Synchronize()
-	el, _ := e1.Elapsed(e0)
-	bw := float64(2*cb*10) / el.Seconds()
-	ptx, err := d.Compile(spinSource, umem.CompileOptions{Name: "spin.cu", CacheDir: gpuCacheDir, Library: os.Getenv("EDGED_NVRTC_LIB")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	mod, err := d.LoadModule(ptx.Code)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer mod.Close()
-	spinK, err := mod.Kernel("edged_spin")
-	if err != nil {
-		b.Fatal(err)
-	}
-	emptyK, err := mod.Kernel("edged_empty")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var spin, none umem.Args
+	gt := newGPUTimer(b, d)
 	cases := []struct {
 		name string
 		f    sensors.Format
@@ -449,53 +402,27 @@ func BenchmarkGPUKernel(b *testing.B) {
 			defer dst.Release()
 			g.plan(c.f)
 			fn := g.kernel(c.f.Pixel)
-			// launch on the benchmark's stream s, device buffers only
-			g.stream, s = s, g.stream
-			defer func() { g.stream, s = s, g.stream }()
+			// launch on the benchmark's stream, device buffers only
+			g.stream, gt.s = gt.s, g.stream
+			defer func() { g.stream, gt.s = gt.s, g.stream }()
 			const per = 200
 			if err := g.launch(fn, c.f, src.Device(), dst.Device()); err != nil {
 				b.Fatal(err)
 			}
-			// timed runs per launches b.N times behind a spinning kernel (the
-			// GPU spins while they are enqueued, so the events time the GPU
-			// work, not the CPU's launch rate) and returns seconds per launch.
-			timed := func(launch func() error) float64 {
-				var total time.Duration
-				for i := 0; i < b.N; i++ {
-					spin.Reset()
-					spin.U64(5_000_000)
-					if err := spinK.Launch(g.stream, umem.D1(1), umem.D1(1), 0, &spin); err != nil {
-						b.Fatal(err)
-					}
-					e0.Record(g.stream)
-					for j := 0; j < per; j++ {
-						if err := launch(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					e1.Record(g.stream)
-					if err := e1.Synchronize(); err != nil {
-						b.Fatal(err)
-					}
-					el, _ := e1.Elapsed(e0)
-					total += el
-				}
-				return total.Seconds() / float64(b.N*per)
-			}
 			b.ResetTimer()
-			kernel := timed(func() error { return g.launch(fn, c.f, src.Device(), dst.Device()) })
+			kernel := gt.timed(b, g.stream, per, func() error { return g.launch(fn, c.f, src.Device(), dst.Device()) })
 			need := bytesNeeded(c.f, c.o)
-			roof := float64(need) / bw
+			roof := float64(need) / gt.bw
 			// The same bytes moved by the copy engine's kernel-free path:
 			// a device-to-device copy of need/2 bytes (read + write =
 			// need), timed the same way — the practical floor at this size.
-			same := timed(func() error { return g.stream.Copy(c1, c0, int(need/2)) })
+			same := gt.timed(b, g.stream, per, func() error { return g.stream.Copy(gt.c1, gt.c0, int(need/2)) })
 			// The launch's grid running an empty kernel.
 			grid, block := launchGrid(c.o.Out)
-			floor := timed(func() error { return emptyK.Launch(g.stream, grid, block, 0, &none) })
+			floor := gt.timed(b, g.stream, per, func() error { return gt.empty.Launch(g.stream, grid, block, 0, &gt.none) })
 			b.ReportMetric(kernel*1e6, "kernel-µs")
 			b.ReportMetric(float64(need)/1e6, "MB-needed")
-			b.ReportMetric(bw/1e9, "copy-GB/s")
+			b.ReportMetric(gt.bw/1e9, "copy-GB/s")
 			b.ReportMetric(roof/kernel, "of-roofline")
 			b.ReportMetric(same*1e6, "same-bytes-copy-µs")
 			b.ReportMetric(same/kernel, "of-same-bytes-copy")
@@ -503,6 +430,95 @@ func BenchmarkGPUKernel(b *testing.B) {
 			b.ReportMetric(roof/(floor+roof), "best-possible-of-roofline")
 		})
 	}
+}
+
+// gpuTimer times GPU work with CUDA events: the device's copy bandwidth
+// (bw, bytes read + written per second of a 256 MiB device-to-device
+// copy), a spinning kernel that keeps the GPU busy while launches are
+// enqueued, an empty kernel for the launch floor, and the two 256 MiB
+// buffers (c0, c1) a benchmark may copy between.
+type gpuTimer struct {
+	s           *umem.Stream
+	e0, e1      *umem.Event
+	spin, empty *umem.Kernel
+	spinArgs    umem.Args
+	none        umem.Args
+	c0, c1      *umem.Mem
+	bw          float64
+}
+
+func newGPUTimer(b *testing.B, d *umem.Device) *gpuTimer {
+	b.Helper()
+	s, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	gt := &gpuTimer{s: s}
+	gt.e0, _ = d.NewEvent(true)
+	gt.e1, _ = d.NewEvent(true)
+	b.Cleanup(func() { gt.e0.Close(); gt.e1.Close() })
+	const cb = 256 << 20
+	for _, m := range []**umem.Mem{&gt.c0, &gt.c1} {
+		*m, err = d.Alloc(cb, umem.MemOptions{Kind: umem.KindDevice})
+		if err != nil {
+			b.Fatal(err)
+		}
+		mem := *m
+		b.Cleanup(func() { mem.Release() })
+	}
+	s.Copy(gt.c1, gt.c0, cb)
+	gt.e0.Record(s)
+	for i := 0; i < 10; i++ {
+		s.Copy(gt.c1, gt.c0, cb)
+	}
+	gt.e1.Record(s)
+	gt.e1.Synchronize()
+	el, _ := gt.e1.Elapsed(gt.e0)
+	gt.bw = float64(2*cb*10) / el.Seconds()
+	ptx, err := d.Compile(spinSource, umem.CompileOptions{Name: "spin.cu", CacheDir: gpuCacheDir, Library: os.Getenv("EDGED_NVRTC_LIB")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mod, err := d.LoadModule(ptx.Code)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { mod.Close() })
+	if gt.spin, err = mod.Kernel("edged_spin"); err != nil {
+		b.Fatal(err)
+	}
+	if gt.empty, err = mod.Kernel("edged_empty"); err != nil {
+		b.Fatal(err)
+	}
+	return gt
+}
+
+// timed runs per launches b.N times on s behind a spinning kernel (the
+// GPU spins while they are enqueued, so the events time the GPU work, not
+// the CPU's launch rate) and returns seconds per launch.
+func (gt *gpuTimer) timed(b *testing.B, s *umem.Stream, per int, launch func() error) float64 {
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		gt.spinArgs.Reset()
+		gt.spinArgs.U64(5_000_000)
+		if err := gt.spin.Launch(s, umem.D1(1), umem.D1(1), 0, &gt.spinArgs); err != nil {
+			b.Fatal(err)
+		}
+		gt.e0.Record(s)
+		for j := 0; j < per; j++ {
+			if err := launch(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		gt.e1.Record(s)
+		if err := gt.e1.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+		el, _ := gt.e1.Elapsed(gt.e0)
+		total += el
+	}
+	return total.Seconds() / float64(b.N*per)
 }
 
 // BenchmarkGPURun is one frame as the pipeline runs it: a pinned or
