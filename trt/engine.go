@@ -224,6 +224,12 @@ type LoadOptions struct {
 	// then, so a replacement declaring a huge input costs no allocation.
 	// reload.Stage sets it from its want.
 	Want Signature
+	// Batch, when positive, loads a Batched engine for up to Batch frames
+	// per inference: axis 0 of every input and output is the batch (a
+	// dynamic one resolved to Batch, a fixed one at least Batch), and the
+	// tensors are allocated once for the largest batch. 0: one frame, a
+	// dynamic batch dimension resolved to 1, as before.
+	Batch int
 }
 
 // Backend loads engines of one kind from the bytes of a model file.

@@ -436,6 +436,7 @@ type Engine struct {
 	devMem  int64
 	closed  bool
 	errbuf  [errBufSize]C.char
+	bat     batching // LoadOptions.Batch > 0 (batch_cgo.go)
 }
 
 var _ trt.Engine = (*Engine)(nil)
@@ -493,12 +494,24 @@ func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
 	if err := unknownShapes(opts.Shapes, ins); err != nil {
 		return err
 	}
+	if bd, err := batchDimOf(ins); err == nil {
+		e.bat.dim, e.bat.known = bd, true
+	} else if opts.Batch > 0 {
+		return err
+	}
+	runs := 0
+	if opts.Batch > 0 {
+		var err error
+		if runs, err = e.bat.dim.Fits(opts.Batch); err != nil {
+			return fmt.Errorf("%w; rebuild the engine with trtexec --maxShapes=%s:%dx... (or set a smaller batch)", err, ins[0].Name, opts.Batch)
+		}
+	}
 	for i, d := range ins {
 		dt, err := d.check()
 		if err != nil {
 			return err
 		}
-		shape, err := d.resolveInput(opts.Shapes, opts.Image, i == 0)
+		shape, err := d.resolveInput(opts.Shapes, opts.Image, i == 0, runs)
 		if err != nil {
 			return err
 		}
@@ -521,6 +534,9 @@ func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
 		if err := e.bind(&e.outputs, d.Name, dt, shape, opts.Alloc); err != nil {
 			return err
 		}
+	}
+	if opts.Batch > 0 {
+		return e.planBatches(ins, opts.Batch)
 	}
 	return nil
 }
@@ -643,6 +659,10 @@ func (e *Engine) infer() error {
 			}
 		}
 	}
+	if err := e.applyBatch(); err != nil {
+		e.detach(len(e.bufs))
+		return err
+	}
 	rc := C.edged_trt_enqueue(e.h, C.uintptr_t(e.stream.Handle()), &e.errbuf[0], errBufSize)
 	serr := e.stream.Synchronize() // also after a failed enqueue: part of it may be queued
 	derr := e.detach(len(e.bufs))
@@ -691,6 +711,7 @@ func (e *Engine) Close() error {
 		}))
 	}
 	errs = append(errs, e.stream.Close())
+	e.bat.free()
 	for _, b := range e.bufs {
 		errs = append(errs, b.Release())
 	}

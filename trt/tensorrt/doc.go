@@ -29,7 +29,14 @@
 // deserialises it, creates one execution context, selects optimisation
 // profile 0 explicitly, fixes dynamic input shapes (trt.LoadOptions.Shapes,
 // else the profile's opt shape), and binds every I/O tensor by name to a
-// 256-byte aligned umem buffer from trt.LoadOptions.Alloc. Only linear
+// 256-byte aligned umem buffer from trt.LoadOptions.Alloc. With
+// trt.LoadOptions.Batch the engine is a trt.Batched: the batch dimension
+// (axis 0 of every input) is read from optimization profile 0 at load and
+// a batch beyond its max (or a fixed dimension) is refused there with
+// trt.ErrBatch; the tensors are bound once for the largest batch, and a
+// batch of another size sets the input shapes (setInputShape) before the
+// enqueueV3 that first runs it; batches below the profile's min run padded
+// to it. Only linear
 // (kLINEAR) device tensors of types edged knows are accepted; anything else
 // is refused with the trtexec flags that fix it.
 //

@@ -290,8 +290,9 @@ func (d tensorDesc) check() (trt.DataType, error) {
 // resolveInput fixes the dynamic dimensions of an input: from shapes[name]
 // when given, else from the pipeline's image size (image, for the input
 // it names or the first), else the profile's opt shape. The result must
-// lie within the profile's min and max.
-func (d tensorDesc) resolveInput(shapes map[string][]int64, image *trt.ImageShape, first bool) ([]int64, error) {
+// lie within the profile's min and max. runs > 0 is the batch the engine
+// is loaded for: a dynamic axis 0 is runs whatever else says.
+func (d tensorDesc) resolveInput(shapes map[string][]int64, image *trt.ImageShape, first bool, runs int) ([]int64, error) {
 	want, given := shapes[d.Name]
 	if !given {
 		if s := image.Resolve(d.Name, first, d.Dims); s != nil {
@@ -308,6 +309,10 @@ func (d tensorDesc) resolveInput(shapes map[string][]int64, image *trt.ImageShap
 				trt.ErrSignature, d.Name, dimsString(d.Dims))
 		}
 		want = d.Opt
+	}
+	if runs > 0 && len(d.Dims) > 0 && d.Dims[0] < 0 && len(want) == len(d.Dims) {
+		want = slices.Clone(want)
+		want[0] = int64(runs)
 	}
 	if len(want) != len(d.Dims) {
 		return nil, fmt.Errorf("%w: the shape %s set for input %q has %d dimensions, the engine's %s has %d",
@@ -407,4 +412,32 @@ func deviceAddress(b umem.Buffer, what string) (uintptr, error) {
 		return 0, fmt.Errorf("%w: %s: device address %#x is not 256-byte aligned, as TensorRT requires", trt.ErrBackend, what, p)
 	}
 	return p, nil
+}
+
+// batchDimOf is the batch dimension of an engine with inputs ins: axis 0
+// of every input, dynamic (with profile 0's min, opt and max) or fixed
+// alike in all of them.
+func batchDimOf(ins []tensorDesc) (trt.BatchDim, error) {
+	var bd trt.BatchDim
+	for i, d := range ins {
+		if len(d.Dims) == 0 {
+			return bd, fmt.Errorf("%w: input %q is a scalar, with no batch dimension", trt.ErrBatch, d.Name)
+		}
+		var got trt.BatchDim
+		switch {
+		case d.Dims[0] >= 0:
+			got = trt.BatchDim{Min: int(d.Dims[0]), Opt: int(d.Dims[0]), Max: int(d.Dims[0]), Fixed: true}
+		case len(d.Min) > 0:
+			got = trt.BatchDim{Min: int(d.Min[0]), Opt: int(d.Opt[0]), Max: int(d.Max[0])}
+		default:
+			return bd, fmt.Errorf("%w: input %q has a dynamic batch dimension and no optimization profile; rebuild the engine "+
+				"with trtexec --minShapes/--optShapes/--maxShapes", trt.ErrBatch, d.Name)
+		}
+		if i > 0 && got != bd {
+			return bd, fmt.Errorf("%w: input %q's first dimension (%s) is not input %q's (%s): edged batches axis 0 of every input",
+				trt.ErrBatch, d.Name, got, ins[0].Name, bd)
+		}
+		bd = got
+	}
+	return bd, nil
 }

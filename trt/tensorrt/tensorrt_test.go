@@ -124,7 +124,7 @@ func TestResolveInput(t *testing.T) {
 		{noProfile, map[string][]int64{"n": {5, 4}}, []int64{5, 4}, ""},
 	}
 	for _, tc := range tests {
-		got, err := tc.d.resolveInput(tc.shapes, nil, true)
+		got, err := tc.d.resolveInput(tc.shapes, nil, true, 0)
 		if tc.err != "" {
 			if !errors.Is(err, trt.ErrSignature) || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s %v: want ErrSignature containing %q, got %v", tc.d.Name, tc.shapes, tc.err, err)
@@ -136,7 +136,7 @@ func TestResolveInput(t *testing.T) {
 		}
 	}
 	// The result is a copy: changing it leaves the profile alone.
-	got, _ := dyn.resolveInput(nil, nil, true)
+	got, _ := dyn.resolveInput(nil, nil, true, 0)
 	got[0] = 99
 	if dyn.Opt[0] != 2 {
 		t.Error("resolveInput returned the profile's slice")

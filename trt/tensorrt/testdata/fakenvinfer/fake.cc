@@ -24,7 +24,8 @@
 //	flag vc | oom-context | fail-enqueue | spam=N | no-profile | plugin=NAME | dla=N
 //
 // Every float32, float16 and int32 output element i is 2*x[i]+1 (int32:
-// truncated), x being the first input.
+// truncated), x being the first input. setInputShape logs the shape it
+// sets (info), so tests see when a shape is set against each enqueue.
 //
 // Plugins: flag plugin=NAME makes deserialisation fail, with TensorRT 10's
 // messages, unless a library registered NAME first. The fake's plugin
@@ -444,6 +445,11 @@ bool FakeContextImpl::setInputShape(char const* name, Dims const& dims) noexcept
 		}
 	}
 	mShapes[i] = dims;
+	std::string msg = "fake: setInputShape(" + t.name + ", [";
+	for (int32_t k = 0; k < dims.nbDims; k++) {
+		msg += (k > 0 ? "," : "") + std::to_string(dims.d[k]);
+	}
+	mRep.log(ILogger::Severity::kINFO, (msg + "])").c_str());
 	return true;
 }
 
