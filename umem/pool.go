@@ -168,6 +168,14 @@ func (s *Slot) Buffer() Buffer { return s.buf }
 // must use Buffer().Host() instead, which checks ownership.
 func (s *Slot) Bytes() []byte { return s.host }
 
+// Device is the slot's device address, 0 when the GPU cannot address its
+// memory: a decoder on the GPU (NVDEC) writes a picture there, device to
+// device.
+func (s *Slot) Device() uintptr { return s.buf.Device() }
+
+// Size is the slot's size in bytes (the pool's slot size).
+func (s *Slot) Size() int { return s.pool.slotSize }
+
 // State reports what the slot is used for.
 func (s *Slot) State() SlotState { return SlotState(s.state.Load()) }
 

@@ -67,16 +67,16 @@ func TestPackageDocs(t *testing.T) {
 
 // TestNoCgoOutsideUmemAndTrt: cgo lives only in umem/ and trt/, in
 // internal/cuda (the CUDA driver binding), and in the decoders that load
-// their libraries at run time: sensors/jpeg (libjpeg-turbo, nvJPEG) and
-// sensors/avcodec (libavcodec); the rest of sensors/, internal/ and
-// runtime/ never import "C". Each cgo file of sensors/ and internal/ is
+// their libraries at run time: sensors/jpeg (libjpeg-turbo, nvJPEG),
+// sensors/avcodec (libavcodec) and sensors/nvdec (libnvcuvid); the rest
+// of sensors/, internal/ and runtime/ never import "C". Each cgo file of sensors/ and internal/ is
 // built only with cgo on Linux (a pure-Go stub beside it), so
 // CGO_ENABLED=0 builds pass.
 func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, files := range packages(t) {
 		rel := filepath.ToSlash(strings.TrimPrefix(dir, filepath.Join("..", "..")+string(filepath.Separator)))
-		cgoAllowed := strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "internal/cuda" || rel == "sensors/jpeg" || rel == "sensors/avcodec"
+		cgoAllowed := strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "internal/cuda" || rel == "sensors/jpeg" || rel == "sensors/avcodec" || rel == "sensors/nvdec"
 		for _, f := range files {
 			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly|parser.ParseComments)
 			if err != nil {
@@ -90,7 +90,7 @@ func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 					continue
 				}
 				if !cgoAllowed {
-					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/, internal/cuda, sensors/jpeg and sensors/avcodec", f)
+					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/, internal/cuda, sensors/jpeg, sensors/avcodec and sensors/nvdec", f)
 				} else if (strings.HasPrefix(rel, "sensors/") || strings.HasPrefix(rel, "internal/")) && !buildsOnlyWithCgoOnLinux(af.Comments) {
 					t.Errorf("%s imports \"C\" without //go:build cgo && linux (and a stub for other builds)", f)
 				}
@@ -472,7 +472,8 @@ func TestFileWatchingOnlyInTheReloader(t *testing.T) {
 // other C code looks a driver entry point up by name (a bind table's
 // {"cuInit", (void**)&...} or a dlsym of "cu..."); others take the driver's
 // entry points from cuda.Driver.Proc.
-// umem and sensors/jpeg use the binding.
+// umem, sensors/jpeg and sensors/nvdec (NVDEC's context, stream and
+// copies) use the binding.
 func TestOneCUDADriverBinding(t *testing.T) {
 	const binding = "internal/cuda"
 	cuSymbol := regexp.MustCompile(`"cu[A-Z]\w*",\s*\(void\s*\*\*\)|dlsym\([^;]*"cu[A-Z]\w*"`) // a bind table's entry, a lookup
@@ -538,7 +539,7 @@ func TestOneCUDADriverBinding(t *testing.T) {
 		t.Errorf("packages that load the CUDA driver: %v; want %s alone", slices.Sorted(maps.Keys(loaders)), binding)
 	}
 	imports := moduleImports(t)
-	for _, user := range []string{"umem", "sensors/jpeg"} {
+	for _, user := range []string{"umem", "sensors/jpeg", "sensors/nvdec"} {
 		if !slices.Contains(imports[user], "github.com/edged-dev/edged/"+binding) {
 			t.Errorf("%s does not import %s: the driver would be bound twice", user, binding)
 		}

@@ -6,10 +6,11 @@
 // whose name and text come from a table of every CUresult (the driver's
 // own text once it is loaded).
 //
-// It is the bottom of the house: it imports nothing of edged, and both
-// umem (buffers, streams, kernels) and sensors/jpeg (nvJPEG, which takes
-// the driver's entry points for its C decode loop from [Driver.Proc]) use
-// it, so the driver is loaded once per process. Errors carry no sentinel
+// It is the bottom of the house: it imports nothing of edged, and umem
+// (buffers, streams, kernels), sensors/jpeg (nvJPEG, which takes the
+// driver's entry points for its C decode loop from [Driver.Proc]) and
+// sensors/nvdec (NVDEC's context, stream and 2D copies) use it, so the
+// driver is loaded once per process. Errors carry no sentinel
 // of their own: each caller wraps them in its own (umem.ErrNoCUDA,
 // jpeg.ErrNoNVJPEG). Tests of callers fake the driver at their own
 // interface (umem's driver), not here. A build without cgo has no driver:

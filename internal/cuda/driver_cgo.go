@@ -18,6 +18,7 @@ package cuda
 #cgo noescape edged_cu_module_function
 #cgo noescape edged_cu_launch
 #cgo noescape edged_cu_memcpy
+#cgo nocallback edged_cu_memcpy2d
 #cgo noescape edged_cu_error_string
 #cgo nocallback edged_cu_call
 #cgo nocallback edged_cu_memcpy
@@ -71,6 +72,7 @@ static struct {
 	CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
 	CUresult (*memcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
 	CUresult (*memcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*memcpy2DAsync)(const void*, CUstream);
 	CUresult (*eventCreate)(CUevent*, unsigned);
 	CUresult (*eventDestroy)(CUevent);
 	CUresult (*eventRecord)(CUevent, CUstream);
@@ -120,6 +122,7 @@ static const char* edged_cu_bind(void* h) {
 		{"cuMemcpyHtoDAsync_v2", (void**)&cu.memcpyHtoDAsync, 1},
 		{"cuMemcpyDtoHAsync_v2", (void**)&cu.memcpyDtoHAsync, 1},
 		{"cuMemcpyDtoDAsync_v2", (void**)&cu.memcpyDtoDAsync, 1},
+		{"cuMemcpy2DAsync_v2", (void**)&cu.memcpy2DAsync, 1},
 		{"cuEventCreate", (void**)&cu.eventCreate, 1},
 		{"cuEventDestroy_v2", (void**)&cu.eventDestroy, 1},
 		{"cuEventRecord", (void**)&cu.eventRecord, 1},
@@ -250,6 +253,30 @@ static CUresult edged_cu_memcpy(int op, uintptr_t ctx, uint64_t dst, uint64_t sr
 	case CPY_DTOD: return cu.memcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, (CUstream)s);
 	}
 	return 1;
+}
+
+// CUDA_MEMCPY2D as cuda.h lays it out (LP64): the source's x, y, memory
+// type, host pointer, device pointer, array and pitch, the destination's
+// alike, then the width in bytes and the rows.
+typedef struct {
+	size_t srcX, srcY; int srcType; const void* srcHost; CUdeviceptr srcDevice; void* srcArray; size_t srcPitch;
+	size_t dstX, dstY; int dstType; void* dstHost; CUdeviceptr dstDevice; void* dstArray; size_t dstPitch;
+	size_t width, height;
+} edged_memcpy2d;
+enum { MEM_HOST = 1, MEM_DEVICE = 2, MEM_UNIFIED = 4 };
+
+// edged_cu_memcpy2d copies rows from device memory (src, spitch) to a
+// destination that is either device or unified memory (ddev) or host
+// memory (dhost, when ddev is 0).
+static CUresult edged_cu_memcpy2d(uintptr_t ctx, uint64_t src, size_t spitch, uint64_t ddev, void* dhost,
+		size_t dpitch, size_t width, size_t height, uintptr_t s) {
+	edged_memcpy2d p = {0};
+	p.srcType = MEM_DEVICE; p.srcDevice = (CUdeviceptr)src; p.srcPitch = spitch;
+	if (ddev) { p.dstType = MEM_UNIFIED; p.dstDevice = (CUdeviceptr)ddev; }
+	else { p.dstType = MEM_HOST; p.dstHost = dhost; }
+	p.dstPitch = dpitch; p.width = width; p.height = height;
+	SETCUR(ctx);
+	return cu.memcpy2DAsync(&p, (CUstream)s);
 }
 
 static CUresult edged_cu_stream_create(uintptr_t ctx, unsigned flags, uintptr_t* out) {
@@ -558,6 +585,16 @@ func (*Driver) MemcpyDtoH(ctx uintptr, dst unsafe.Pointer, src uintptr, n int, s
 // MemcpyDtoD is cuMemcpyDtoDAsync_v2 in ctx.
 func (*Driver) MemcpyDtoD(ctx, dst, src uintptr, n int, s uintptr) Result {
 	return Result(C.edged_cu_memcpy(C.CPY_DTOD, C.uintptr_t(ctx), C.uint64_t(dst), C.uint64_t(src), nil, C.size_t(n), C.uintptr_t(s)))
+}
+
+// Memcpy2D is cuMemcpy2DAsync_v2 in ctx on stream s: height rows of
+// width bytes from device memory at src (rows pitch bytes apart) to dst,
+// rows dpitch bytes apart. dst is a device address (memory the GPU
+// addresses: device, managed or mapped pinned, as unified addressing sees
+// it), or, when dst is 0, the host memory at host.
+func (*Driver) Memcpy2D(ctx, dst uintptr, host unsafe.Pointer, dpitch int, src uintptr, pitch, width, height int, s uintptr) Result {
+	return Result(C.edged_cu_memcpy2d(C.uintptr_t(ctx), C.uint64_t(src), C.size_t(pitch), C.uint64_t(dst), host,
+		C.size_t(dpitch), C.size_t(width), C.size_t(height), C.uintptr_t(s)))
 }
 
 // EventCreate is cuEventCreate in ctx.

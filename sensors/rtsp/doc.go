@@ -2,9 +2,10 @@
 // an RTSP stream of H.264 or H.265 video (gortsplib's client: DESCRIBE,
 // SETUP, PLAY over TCP, UDP, or UDP falling back to TCP), depacketizes it
 // with sensors/h26x, decodes every picture with a Decoder (declared here,
-// by its consumer: sensors/avcodec on the CPU; hardware decoders to come)
-// and delivers the pictures, as NV12, in slots leased from the caller's
-// pool. Width, height and codec come from the stream (the SDP and every
+// by its consumer: sensors/avcodec on the CPU, sensors/nvdec on a discrete
+// GPU) and delivers the pictures, as NV12, in slots leased from the
+// caller's pool; a decoder whose pictures are on the GPU (a DeviceWriter)
+// writes them device to device into slots the GPU addresses. Width, height and codec come from the stream (the SDP and every
 // SPS), never from configuration.
 //
 // # One session per Start

@@ -25,9 +25,8 @@ const (
 	TransportUDP  = "udp"
 )
 
-// Decoders a configuration may name (the source's decoder key). This build
-// has the CPU decoder only: DecoderAuto chooses it; DecoderNVDEC and
-// DecoderV4L2 are refused until edged has them.
+// Decoders a configuration may name (the source's decoder key); which of
+// them a build and a machine have is the wiring's business (cmd/edged).
 const (
 	DecoderAuto  = "auto"
 	DecoderCPU   = "cpu"
@@ -78,6 +77,22 @@ type Decoder interface {
 	// Describe names the decoder for logs and edged check.
 	Describe() string
 	Close() error
+}
+
+// DeviceWriter is a Decoder whose pictures are in GPU memory
+// (sensors/nvdec): it copies the picture Receive reported, device to
+// device, into n bytes the GPU addresses at dst. The source writes through
+// it into slots that have a device address (a method Device() uintptr that
+// is not 0, and Size() int: umem's frame slots), so a picture never passes
+// through the host; other slots get Write.
+type DeviceWriter interface {
+	WriteDevice(dst uintptr, n int) (corrupt bool, err error)
+}
+
+// deviceSlot is a slot the GPU addresses (umem's frame slots).
+type deviceSlot interface {
+	Device() uintptr
+	Size() int
 }
 
 // NewDecoder makes a decoder for codec c; params are the stream's

@@ -336,7 +336,7 @@ func (s *Source) fits(f sensors.Format) error {
 	if !ok {
 		return nil
 	}
-	n := len(slot.Bytes())
+	n := slotBytes(slot)
 	slot.Release()
 	if need := f.FrameSize(); n < need {
 		return fmt.Errorf("%s: %w: %s frames need %d bytes, the slots hold %d", s.prefix, sensors.ErrGeometry, f, need, n)
@@ -539,11 +539,11 @@ func (s *Source) picture(ctx, live context.Context) (sensors.Frame, bool, error)
 		return sensors.Frame{}, false, fmt.Errorf("%s: a slot: %w", s.prefix, err)
 	}
 	need := f.FrameSize()
-	if b := slot.Bytes(); len(b) < need {
+	if n := slotBytes(slot); n < need {
 		slot.Release()
-		return sensors.Frame{}, false, fmt.Errorf("%s: %w: the camera now sends %s frames of %d bytes, the slots hold %d", s.prefix, sensors.ErrGeometry, f, need, len(b))
+		return sensors.Frame{}, false, fmt.Errorf("%s: %w: the camera now sends %s frames of %d bytes, the slots hold %d", s.prefix, sensors.ErrGeometry, f, need, n)
 	}
-	corrupt, err := s.dec.Write(slot.Bytes())
+	corrupt, err := s.write(slot)
 	if err != nil {
 		slot.Release()
 		s.stats.decodeErrors.Add(1)
@@ -563,6 +563,26 @@ func (s *Source) picture(ctx, live context.Context) (sensors.Frame, bool, error)
 		s.stats.clockArrival.Add(1)
 	}
 	return fr, true, nil
+}
+
+// slotBytes is what a slot holds: its device memory's size, or its host
+// bytes.
+func slotBytes(slot sensors.Slot) int {
+	if ds, ok := slot.(deviceSlot); ok && ds.Device() != 0 {
+		return ds.Size()
+	}
+	return len(slot.Bytes())
+}
+
+// write has the decoder write its picture into slot: device to device
+// when both can, else into the slot's host bytes.
+func (s *Source) write(slot sensors.Slot) (bool, error) {
+	if dw, ok := s.dec.(DeviceWriter); ok {
+		if ds, ok := slot.(deviceSlot); ok && ds.Device() != 0 {
+			return dw.WriteDevice(ds.Device(), ds.Size())
+		}
+	}
+	return s.dec.Write(slot.Bytes())
 }
 
 // Info is what Probe learnt of a stream.

@@ -1,0 +1,304 @@
+//go:build cgo && linux
+
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edged-dev/edged/internal/cuda"
+	"github.com/edged-dev/edged/sensors/h26x"
+	"github.com/edged-dev/edged/sensors/nvdec"
+	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
+)
+
+func main() {
+	file := flag.String("file", "h264_1080p30_gop30.h264", "Annex-B H.264 (.h264) or H.265 (.h265) file")
+	list := flag.String("streams", "1,2,4,8,16,24,32,48,64,96,128", "stream counts, in order; stops after the first that drops")
+	fps := flag.Float64("fps", 30, "pictures a second per stream")
+	seconds := flag.Float64("seconds", 10, "length of each run")
+	backlog := flag.Int("backlog", 32, "pictures a stream may fall behind before it drops to its next key")
+	unpaced := flag.Int("unpaced", 900, "pictures of one stream decoded as fast as possible first (0: none)")
+	device := flag.Int("device", 0, "CUDA device")
+	all := flag.Bool("all", false, "run every count in -streams, also after one dropped")
+	flag.Parse()
+	if err := run(*file, *list, *fps, *seconds, *backlog, *unpaced, *device, *all); err != nil {
+		fmt.Fprintln(os.Stderr, "nvdecbench:", err)
+		os.Exit(1)
+	}
+}
+
+// stream is what every decoder replays.
+type stream struct {
+	codec h26x.Codec
+	aus   [][]byte
+	key   []bool // a random access point (IDR, CRA, BLA)
+}
+
+func load(file string) (*stream, error) {
+	c := h26x.H264
+	switch filepath.Ext(file) {
+	case ".h265", ".hevc":
+		c = h26x.H265
+	case ".h264":
+	default:
+		return nil, fmt.Errorf("%s: want a .h264 or .h265 file", file)
+	}
+	aus, err := rtsptest.ReadAccessUnits(file, c)
+	if err != nil {
+		return nil, err
+	}
+	s := &stream{codec: c, aus: aus, key: make([]bool, len(aus))}
+	for i, au := range aus {
+		h26x.SplitAnnexB(au, func(nal []byte) bool {
+			t := c.NALType(nal)
+			if (c == h26x.H264 && t == 5) || (c == h26x.H265 && t >= 16 && t <= 21) {
+				s.key[i] = true
+			}
+			return true
+		})
+	}
+	if len(aus) == 0 || !s.key[0] {
+		return nil, fmt.Errorf("%s: does not start with a key picture", file)
+	}
+	return s, nil
+}
+
+// gpuBuffer is one stream's frame buffer in device memory.
+type gpuBuffer struct {
+	drv *cuda.Driver
+	ctx uintptr
+	ptr uintptr
+	n   int
+}
+
+func newBuffer(drv *cuda.Driver, ctx uintptr, n int) (*gpuBuffer, error) {
+	p, r := drv.MemAlloc(ctx, n)
+	if r != cuda.Success {
+		return nil, fmt.Errorf("cuMemAlloc(%d): %w", n, r)
+	}
+	return &gpuBuffer{drv: drv, ctx: ctx, ptr: p, n: n}, nil
+}
+
+func (b *gpuBuffer) free() { b.drv.MemFree(b.ctx, b.ptr) }
+
+// result is one stream's run.
+type result struct {
+	decoded, dropped int
+	latency          []time.Duration
+	err              error
+}
+
+// replay decodes s at fps until end, as a camera delivering it would.
+func replay(s *stream, d *nvdec.Decoder, buf *gpuBuffer, start, end time.Time, period time.Duration, backlog int) result {
+	var res result
+	sched := make([]time.Time, 256)
+	i, id := 0, uint64(0)
+	for t := start; t.Before(end); t = t.Add(period) {
+		if now := time.Now(); now.Sub(t) > time.Duration(backlog)*period {
+			// overrun: drop up to the next key whose time has come
+			for {
+				i = (i + 1) % len(s.aus)
+				t = t.Add(period)
+				res.dropped++
+				if s.key[i] && time.Since(t) <= period {
+					break
+				}
+			}
+		} else if w := time.Until(t); w > 0 {
+			time.Sleep(w)
+		}
+		sched[id%uint64(len(sched))] = t
+		if err := d.Send(s.aus[i], id); err != nil {
+			res.err = fmt.Errorf("access unit %d: %w", i, err)
+			return res
+		}
+		i = (i + 1) % len(s.aus)
+		id++
+		for {
+			pid, _, ok, err := d.Receive()
+			if err != nil {
+				res.err = err
+				return res
+			}
+			if !ok {
+				break
+			}
+			if _, err := d.WriteDevice(buf.ptr, buf.n); err != nil {
+				res.err = err
+				return res
+			}
+			res.decoded++
+			res.latency = append(res.latency, time.Since(sched[pid%uint64(len(sched))]))
+		}
+	}
+	return res
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[min(len(d)-1, int(q*float64(len(d))))]
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) }
+
+func run(file, list string, fps, seconds float64, backlog, unpaced, device int, all bool) error {
+	s, err := load(file)
+	if err != nil {
+		return err
+	}
+	name, h264, h265, err := nvdec.Probe("", device)
+	if err != nil {
+		return err
+	}
+	drv, err := cuda.Load()
+	if err != nil {
+		return err
+	}
+	ver, _ := drv.Version()
+	dev, _ := drv.DeviceGet(device)
+	ctx, r := drv.PrimaryCtxRetain(dev)
+	if r != cuda.Success {
+		return r
+	}
+	defer drv.PrimaryCtxRelease(dev)
+	fmt.Printf("# %s, CUDA driver %d.%d; NVDEC H.264 %+v, H.265 %+v\n", name, ver/1000, ver%1000/10, h264, h265)
+	fmt.Printf("# %s: %s, %d access units, replayed at %g fps, %g s a run, backlog %d\n", filepath.Base(file), s.codec, len(s.aus), fps, seconds, backlog)
+	const slot = 4096 * 2304 * 3 / 2
+	if unpaced > 0 {
+		if err := throughput(s, drv, ctx, device, unpaced, slot); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("%8s %10s %10s %9s %12s %12s %9s %9s %9s\n", "streams", "decoded", "dropped", "fps", "cpu/stream", "cpu/picture", "p50 ms", "p99 ms", "max ms")
+	period := time.Duration(float64(time.Second) / fps)
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-streams: %q", f)
+		}
+		decs := make([]*nvdec.Decoder, 0, n)
+		bufs := make([]*gpuBuffer, 0, n)
+		cleanup := func() {
+			for _, d := range decs {
+				d.Close()
+			}
+			for _, b := range bufs {
+				b.free()
+			}
+		}
+		for range n {
+			d, err := nvdec.Open(s.codec, nvdec.Options{Device: device})
+			if err != nil {
+				cleanup()
+				return fmt.Errorf("%d streams: %w", n, err)
+			}
+			decs = append(decs, d)
+			b, err := newBuffer(drv, ctx, slot)
+			if err != nil {
+				cleanup()
+				return fmt.Errorf("%d streams: %w", n, err)
+			}
+			bufs = append(bufs, b)
+		}
+		start := time.Now().Add(200 * time.Millisecond)
+		end := start.Add(time.Duration(seconds * float64(time.Second)))
+		cpu0 := cpuTime()
+		res := make([]result, n)
+		var wg sync.WaitGroup
+		for k := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// streams start spread over one period, as cameras do
+				res[k] = replay(s, decs[k], bufs[k], start.Add(period*time.Duration(k)/time.Duration(n)), end, period, backlog)
+			}()
+		}
+		wg.Wait()
+		cpu := cpuTime() - cpu0
+		wall := time.Since(start)
+		cleanup()
+		var lat []time.Duration
+		decoded, dropped := 0, 0
+		var errs []error
+		for _, r := range res {
+			decoded += r.decoded
+			dropped += r.dropped
+			lat = append(lat, r.latency...)
+			if r.err != nil {
+				errs = append(errs, r.err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("%d streams: %w", n, err)
+		}
+		slices.Sort(lat)
+		perStream := float64(cpu) / float64(n) / float64(wall) * 100
+		perPic := time.Duration(0)
+		if decoded > 0 {
+			perPic = cpu / time.Duration(decoded)
+		}
+		fmt.Printf("%8d %10d %10d %9.1f %11.1f%% %12s %9s %9s %9s\n", n, decoded, dropped, float64(decoded)/wall.Seconds(),
+			perStream, ms(perPic)+"ms", ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(quantile(lat, 1)))
+		if dropped > 0 && !all {
+			fmt.Printf("# %d streams dropped pictures: the last count that kept up is the one above it\n", n)
+			break
+		}
+	}
+	return nil
+}
+
+// throughput decodes n pictures of one stream as fast as it can.
+func throughput(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int) error {
+	d, err := nvdec.Open(s.codec, nvdec.Options{Device: device})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	b, err := newBuffer(drv, ctx, slot)
+	if err != nil {
+		return err
+	}
+	defer b.free()
+	cpu0, t0 := cpuTime(), time.Now()
+	done := 0
+	for i := 0; done < n; i++ {
+		if err := d.Send(s.aus[i%len(s.aus)], uint64(i)); err != nil {
+			return err
+		}
+		for {
+			_, _, ok, err := d.Receive()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			if _, err := d.WriteDevice(b.ptr, b.n); err != nil {
+				return err
+			}
+			done++
+		}
+	}
+	wall, cpu := time.Since(t0), cpuTime()-cpu0
+	fmt.Printf("# one stream unpaced: %d pictures in %s: %.0f pictures/s, %s ms CPU a picture (%s)\n", done, wall.Round(time.Millisecond),
+		float64(done)/wall.Seconds(), ms(cpu/time.Duration(done)), d.Describe())
+	return nil
+}
