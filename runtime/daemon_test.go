@@ -186,10 +186,20 @@ func mustReplace(t testing.TB, s, old, new string) string {
 
 func defaultConfig(t *testing.T, edit func(string) string) *config.Config {
 	t.Helper()
+	return parseConfig(t, defaultConfigText(t, edit))
+}
+
+// defaultConfigText is the embedded default's text, edited.
+func defaultConfigText(t testing.TB, edit func(string) string) string {
 	text := string(configs.Default)
 	if edit != nil {
 		text = edit(text)
 	}
+	return text
+}
+
+func parseConfig(t testing.TB, text string) *config.Config {
+	t.Helper()
 	cfg, err := config.Parse("", []byte(text))
 	if err != nil {
 		t.Fatal(err)

@@ -289,14 +289,24 @@ func (d *daemon) stopSensor(e *sensorEntry, deadline time.Time) error {
 func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start bool) error {
 	newReloader := func(ts []*pipeline, want []trt.Signature) (*reload.Reloader, error) {
 		targets := make([]reload.Target, len(ts))
+		in := map[*pipeline]bool{}
 		for i, p := range ts {
+			in[p] = true
 			targets[i] = reload.Target{Name: p.cfg.Name, Hot: p.hot, Load: m.loadOptions(d, p), Accept: p.acceptEngine}
 			if want != nil {
 				targets[i].Want = want[i]
 			}
 		}
+		// The model's other pipelines serve an engine that carried over:
+		// the fresh ones share it when the file still holds its content.
+		var peers []*trt.Hot
+		for _, p := range m.targets {
+			if !in[p] {
+				peers = append(peers, p.hot)
+			}
+		}
 		r, err := reload.New(reload.Options{
-			Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets, MaxBytes: m.maxBytes,
+			Path: m.path, Model: m.cfg.Name, Backend: m.backend, Targets: targets, Peers: peers, MaxBytes: m.maxBytes,
 			OnEvent: func(ev reload.Event) {
 				d.onReload(ev)
 				if lg != nil && ev.Outcome == reload.OutcomeReloaded {
@@ -412,12 +422,12 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 		}
 		return cause
 	}
+	if err := m.stageInto(ctx, d, m.targets, data, sum, lg.file(m.cfg.Name)); err != nil {
+		d.log.Error("the kept copy of the last good model does not load either", "model", m.cfg.Name, "err", err)
+		return cause
+	}
 	want := make([]trt.Signature, len(m.targets))
 	for i, p := range m.targets {
-		if err := m.stageInto(ctx, d, p, data, sum, lg.file(m.cfg.Name)); err != nil {
-			d.log.Error("the kept copy of the last good model does not load either", "model", m.cfg.Name, "err", err)
-			return cause
-		}
 		want[i] = trt.SignatureOf(p.hot.Current().Engine)
 	}
 	d.log.Error("model file unusable at start; serving the last good copy from the state folder until the file is fixed",
@@ -437,16 +447,17 @@ func (m *model) fallBack(ctx context.Context, d *daemon, lg *lastGood, cause err
 	return nil
 }
 
-// loadBuiltin loads a built-in model for a pipeline through the reload
-// transaction's staging step (reload.Stage), binds the pipeline to the engine
-// and installs it.
-func (m *model) loadBuiltin(ctx context.Context, d *daemon, p *pipeline) error {
+// loadBuiltin loads a built-in model for the pipelines ps through the
+// reload transaction's staging step (reload.StageSet: once for all of
+// them, or shared from a pipeline of the model already serving it), binds
+// each pipeline to its engine and installs them.
+func (m *model) loadBuiltin(ctx context.Context, d *daemon, ps []*pipeline) error {
 	name, _ := m.cfg.Builtin()
 	data, err := config.BuiltinModel(name)
 	if err != nil {
 		return fmt.Errorf("%w: model %q: %w", config.ErrInvalid, m.cfg.Name, err)
 	}
-	if err := m.stageInto(ctx, d, p, data, sha256.Sum256(data), m.cfg.Path); err != nil {
+	if err := m.stageInto(ctx, d, ps, data, sha256.Sum256(data), m.cfg.Path); err != nil {
 		if ctx.Err() != nil || errors.Is(err, trt.ErrMemory) {
 			return err // a stop, or memory in use now: not the configuration
 		}
@@ -455,23 +466,51 @@ func (m *model) loadBuiltin(ctx context.Context, d *daemon, p *pipeline) error {
 	return nil
 }
 
-// stageInto stages model bytes (hash sum, read from from) for pipeline p
-// as a reload stages them (reload.Stage: staging gate, memory budget,
-// signature, warm-up with its timeout), binds p to the engine and installs
-// it.
-func (m *model) stageInto(ctx context.Context, d *daemon, p *pipeline, data []byte, sum [32]byte, from string) error {
+// stageInto stages model bytes (hash sum, read from from) for the
+// pipelines ps as a reload stages them (reload.StageSet: staging gate,
+// memory budget, signature, warm-up with its timeout; the model loaded
+// once and shared, or shared from an engine of one of the model's
+// pipelines that already serves this content), binds each pipeline to its
+// engine and installs them as one generation.
+func (m *model) stageInto(ctx context.Context, d *daemon, ps []*pipeline, data []byte, sum [32]byte, from string) error {
 	start := time.Now()
-	st, err := reload.Stage(ctx, data, m.loadOptions(d, p), trt.Signature{}, reload.StageOptions{Backend: m.backend})
+	var donor *trt.Generation
+	number := uint64(1)
+	for _, p := range m.targets {
+		if g := p.hot.Acquire(); g != nil {
+			if g.SHA256 == sum && donor == nil {
+				donor = g
+				number = g.Number
+				continue
+			}
+			g.Release()
+		}
+	}
+	var base trt.Engine
+	if donor != nil {
+		defer donor.Release()
+		base = donor.Engine
+	}
+	loads := make([]trt.LoadOptions, len(ps))
+	hots := make([]*trt.Hot, len(ps))
+	for i, p := range ps {
+		loads[i], hots[i] = m.loadOptions(d, p), p.hot
+	}
+	set, i, err := reload.StageSet(ctx, data, base, loads, make([]trt.Signature, len(ps)), reload.StageOptions{Backend: m.backend})
 	if err != nil {
-		return fmt.Errorf("model %q (%s): %w", m.cfg.Name, from, err)
+		return fmt.Errorf("model %q (%s) for pipeline %q: %w", m.cfg.Name, from, ps[i].cfg.Name, err)
 	}
-	if err := p.bind(st.Engine); err != nil {
-		st.Close()
-		return err
+	for i, p := range ps {
+		if err := p.bind(set.Engines[i]); err != nil {
+			set.Close()
+			return err
+		}
 	}
-	gen := st.Install(p.hot, m.cfg.Name, sum)
-	d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", p.cfg.Name, "backend", gen.Engine.Backend(), "file", from,
-		"generation", gen.Number, "sha256", gen.SHAPrefix(), "signature", trt.SignatureOf(gen.Engine).String(), "took", time.Since(start).Round(time.Millisecond).String())
+	for i, gen := range set.Install(hots, m.cfg.Name, sum, number) {
+		d.log.Info("engine loaded", "model", m.cfg.Name, "pipeline", ps[i].cfg.Name, "backend", gen.Engine.Backend(), "file", from,
+			"generation", gen.Number, "sha256", gen.SHAPrefix(), "shared", i > 0 || donor != nil, "signature", trt.SignatureOf(gen.Engine).String(),
+			"took", time.Since(start).Round(time.Millisecond).String())
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preprocess"
 	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/umem"
 )
@@ -31,7 +32,11 @@ type MemoryNeed struct {
 	SlotBytes   int64 // bytes per slot
 	Model       string
 	ModelBytes  int64 // size of the model file
-	EngineBytes int64 // estimate: ModelBytes × reload.DefaultBudgetFactor
+	EngineBytes int64 // estimate: ModelBytes × reload.DefaultBudgetFactor; 0 when SharedWith holds it
+	// SharedWith names the pipeline whose need counts the engine's model
+	// when this pipeline shares it (the model's first pipeline holds the
+	// weights once for all of them); "" for that first pipeline.
+	SharedWith string
 	OnDevice    bool  // the engine lives in a discrete GPU's own memory
 	// TensorBytes are the engine's input and output tensors at the shapes
 	// it will bind (a dynamic input at the pipeline's preprocess.width and
@@ -129,13 +134,17 @@ func SourceSize(src sensors.Source, sc *config.Source) (int, int64) {
 // PlanMemory computes what each pipeline of c needs. sizes reports each
 // pipeline's source (nil: what its configuration takes); discreteGPU says
 // whether TensorRT engines live in a GPU's own memory. Each pipeline has
-// its own engine (ARCHITECTURE.md, item 1), estimated as trt's reload
+// an engine of its own on its model's weights (ARCHITECTURE.md, item 1),
+// the weights estimated as trt's reload
 // budget estimates a staging engine (the model file size times
-// reload.DefaultBudgetFactor), plus the tensors it binds, read from the
+// reload.DefaultBudgetFactor), counted once per model: the first pipeline
+// naming it holds it, the others share it (SharedWith). Each pipeline
+// adds the tensors its engine binds, read from the
 // model file (modelTensors) without loading it, plus preprocessing's
 // tables and the source's decoding buffers.
 func PlanMemory(c *config.Config, sizes SourceSizes, discreteGPU bool) MemoryPlan {
 	var plan MemoryPlan
+	holder := map[string]string{} // model -> the pipeline whose need counts it
 	for i := range c.Pipelines {
 		pc := &c.Pipelines[i]
 		sc, mc := c.Source(pc.Source), c.Model(pc.Model)
@@ -162,7 +171,12 @@ func PlanMemory(c *config.Config, sizes SourceSizes, discreteGPU bool) MemoryPla
 			n.frame += ", slots sized for RGB24" // frameSize: decoded frames land as RGB24
 		}
 		n.ModelBytes = modelBytes(c, mc)
-		n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
+		if first, ok := holder[mc.Name]; ok {
+			n.SharedWith = first
+		} else {
+			holder[mc.Name] = pc.Name
+			n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
+		}
 		bn, _ := config.ModelBackend(mc)
 		n.OnDevice = discreteGPU && bn == "tensorrt"
 		inW, inH := pc.Preprocess.Width, pc.Preprocess.Height
@@ -440,7 +454,10 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 		for _, n := range plan.Needs {
 			pool := fmt.Sprintf("frame pool of %d slots (%s) × %s (%s) = %s", n.Slots, n.slotsWhy, FormatSize(n.SlotBytes), n.frame, FormatSize(n.PoolBytes()))
 			eng := fmt.Sprintf("engine about %s (model %q, file %s × %g)", FormatSize(n.EngineBytes), n.Model, FormatSize(n.ModelBytes), reload.DefaultBudgetFactor)
-			if n.OnDevice {
+			switch {
+			case n.SharedWith != "":
+				eng = fmt.Sprintf("model %q shared with pipeline %q (counted there)", n.Model, n.SharedWith)
+			case n.OnDevice:
 				eng = "engine in GPU memory"
 			}
 			probs = append(probs, c.Problem(fmt.Sprintf("source[%d].buffers", n.source), "pipeline %q: %s; %s", n.Pipeline, pool, eng))
@@ -464,7 +481,7 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 			r.DeviceReserve = memoryReserve(r.DeviceTotal)
 			if r.DeviceNeed > r.DeviceFree+r.DeviceHeld-r.DeviceReserve {
 				for _, n := range plan.Needs {
-					if n.OnDevice {
+					if n.OnDevice && n.SharedWith == "" {
 						probs = append(probs, c.Problem(fmt.Sprintf("model[%d].path", n.model), "pipeline %q: engine about %s in GPU memory (file %s × %g)", n.Pipeline, FormatSize(n.EngineBytes), FormatSize(n.ModelBytes), reload.DefaultBudgetFactor))
 					}
 				}
@@ -521,9 +538,11 @@ func FormatSize(n int64) string {
 }
 
 // heldMemory is what g holds: the frame pools of its running pipelines
-// and the engines of all of them, estimated as PlanMemory does.
+// and the engines of all of them, estimated as PlanMemory does: a model's
+// weights once for the pipelines whose engines share them.
 func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 	var plan MemoryPlan
+	var held []trt.Engine // one engine of each loaded model counted
 	for _, p := range g.all() {
 		n := MemoryNeed{Pipeline: p.cfg.Name}
 		if pool := p.framePool(); pool != nil && p.running() {
@@ -534,11 +553,14 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 			}
 		}
 		if mc := g.cfg.Model(p.cfg.Model); mc != nil && p.hot.Current() != nil {
+			eng := p.hot.Current().Engine
 			n.ModelBytes = modelBytes(g.cfg, mc)
-			n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
+			if !slices.ContainsFunc(held, func(e trt.Engine) bool { return trt.SameWeights(e, eng) }) {
+				held = append(held, eng)
+				n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
+			}
 			bn, _ := config.ModelBackend(mc)
 			n.OnDevice = discreteGPU && bn == "tensorrt"
-			eng := p.hot.Current().Engine
 			for _, t := range slices.Concat(eng.Inputs(), eng.Outputs()) {
 				if !n.OnDevice {
 					n.TensorBytes = satAdd(n.TensorBytes, max(t.Bytes(), 0))

@@ -158,3 +158,53 @@ func TestCheckMemoryCountsTensors(t *testing.T) {
 		t.Errorf("built-in model: tensors %d bytes", n.TensorBytes)
 	}
 }
+
+// TestPlanMemoryCountsSharedModelOnce: pipelines naming one model share
+// its weights, so the plan counts the engine once, at the model's first
+// pipeline, while each pipeline still counts its own frame pool and the
+// tensors its engine binds; a second model is counted on its own.
+func TestPlanMemoryCountsSharedModelOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.onnx")
+	if err := os.WriteFile(path, make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := sharedConfig(t, 4, 30, path)
+	text += "\n[[model]]\nname = \"other\"\npath = \"" + path + "\"\n\n[[pipeline]]\nname = \"q\"\nsource = \"cam1\"\nmodel = \"other\"\nsinks = [\"local\"]\n"
+	cfg := parseConfig(t, text)
+	plan := PlanMemory(cfg, nil, false)
+	if len(plan.Needs) != 5 {
+		t.Fatalf("%d needs, want 5", len(plan.Needs))
+	}
+	var engines int64
+	for i, n := range plan.Needs {
+		switch {
+		case n.Model == "demo" && i == 0:
+			if n.EngineBytes != 16<<20 || n.SharedWith != "" {
+				t.Errorf("first pipeline of demo: %+v, want the engine (2 × 8 MiB) counted", n)
+			}
+		case n.Model == "demo":
+			if n.EngineBytes != 0 || n.SharedWith != "demo" {
+				t.Errorf("pipeline %s: engine %d shared with %q, want 0 and the model's first pipeline", n.Pipeline, n.EngineBytes, n.SharedWith)
+			}
+		case n.Model == "other":
+			if n.EngineBytes != 16<<20 || n.SharedWith != "" {
+				t.Errorf("pipeline of another model: %+v, want its own engine counted", n)
+			}
+		}
+		if n.PoolBytes() == 0 {
+			t.Errorf("pipeline %s counts no frame pool", n.Pipeline)
+		}
+		engines += n.EngineBytes
+	}
+	if engines != 2*16<<20 {
+		t.Errorf("engines total %d, want two models of 16 MiB", engines)
+	}
+	r, err := CheckMemory(cfg, plan, MemoryPlan{}, MemoryBudget{ProcRoot: meminfo(t, 64, 16)})
+	if err == nil {
+		t.Fatalf("a 64 MiB machine: no error (%+v)", r)
+	}
+	if !strings.Contains(err.Error(), `pipeline "p2": `) || !strings.Contains(err.Error(), `model "demo" shared with pipeline "demo" (counted there)`) {
+		t.Errorf("the refusal does not say that p2 shares demo's engine:\n%v", err)
+	}
+}

@@ -459,11 +459,15 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mod
 			return nil, fmt.Errorf("model %q: failpoint model/load", name)
 		}
 		if m.path == "" {
+			var fresh []*pipeline
 			for _, p := range m.targets {
 				if p.hot.Current() == nil {
-					if err := m.loadBuiltin(ctx, d, p); err != nil {
-						return nil, err
-					}
+					fresh = append(fresh, p)
+				}
+			}
+			if len(fresh) > 0 {
+				if err := m.loadBuiltin(ctx, d, fresh); err != nil {
+					return nil, err
 				}
 			}
 			continue

@@ -299,3 +299,31 @@ func (s *ImageShape) Resolve(name string, first bool, dims []int64) []int64 {
 	}
 	return []int64{pick(dims[0], 1), pick(dims[1], 3), s.Height, s.Width}
 }
+
+// Sharer is implemented by engines whose loaded model can serve more than
+// one user: the weights are loaded and validated once (an ONNX Runtime
+// session, a TensorRT ICudaEngine), and each user gets an engine of its
+// own from Share, with its own tensors (shaped and allocated by opts:
+// Image, Shapes, Alloc; Name and Threads are the model's) and its own
+// execution state (an I/O binding, an execution context and stream). Each
+// engine is still used by one goroutine at a time; engines sharing a model
+// may Infer at the same time. Closing one closes only its own tensors and
+// state; the model is freed when the last engine sharing it is closed, the
+// one Share was called on included, so Share may be called on any of them
+// while it is open.
+type Sharer interface {
+	Share(ctx context.Context, opts LoadOptions) (Engine, error)
+	// Weights identifies the loaded model: engines sharing it return the
+	// same value (comparable), engines loaded separately different ones.
+	Weights() any
+}
+
+// SameWeights reports whether engines a and b share one loaded model.
+func SameWeights(a, b Engine) bool {
+	sa, ok := a.(Sharer)
+	if !ok {
+		return a == b
+	}
+	sb, ok := b.(Sharer)
+	return ok && sa.Weights() == sb.Weights()
+}

@@ -10,7 +10,7 @@ import (
 type Generation struct {
 	Engine Engine
 	Model  string   // model name from the configuration
-	Number uint64   // 1 for the first engine, +1 per successful swap
+	Number uint64   // 1 for the first engine, +1 per successful swap; one number for every pipeline sharing the model (InstallAt)
 	SHA256 [32]byte // of the model file's bytes
 
 	refs atomic.Int64 // leases plus one while current
@@ -60,10 +60,25 @@ func (h *Hot) Acquire() *Generation {
 // identity fields may be read.
 func (h *Hot) Current() *Generation { return h.cur.Load() }
 
-// Install makes e the current engine and returns its generation. The
-// previous generation is closed once its in-flight leases end.
+// Install makes e the current engine and returns its generation, numbered
+// one more than the last one installed. The previous generation is closed
+// once its in-flight leases end.
 func (h *Hot) Install(e Engine, model string, sha [32]byte) *Generation {
-	g := &Generation{Engine: e, Model: model, SHA256: sha, Number: h.next.Add(1)}
+	return h.InstallAt(e, model, sha, h.next.Load()+1)
+}
+
+// InstallAt is Install with the generation's number chosen by the caller:
+// the Hots of every pipeline sharing a model are installed with the
+// model's one generation number. Later Installs count on from the highest
+// number installed.
+func (h *Hot) InstallAt(e Engine, model string, sha [32]byte, number uint64) *Generation {
+	for {
+		n := h.next.Load()
+		if number <= n || h.next.CompareAndSwap(n, number) {
+			break
+		}
+	}
+	g := &Generation{Engine: e, Model: model, SHA256: sha, Number: number}
 	g.refs.Store(1)
 	if old := h.cur.Swap(g); old != nil {
 		old.Release()

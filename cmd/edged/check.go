@@ -311,8 +311,12 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string
 		if n.OnDevice {
 			where = "GPU memory"
 		}
-		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; engine about %s (%s); engine tensors %s; preprocessing %s; decoding %s\n", n.Pipeline, n.Slots,
-			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), edruntime.FormatSize(n.EngineBytes), where,
+		engine := fmt.Sprintf("engine about %s (%s)", edruntime.FormatSize(n.EngineBytes), where)
+		if n.SharedWith != "" {
+			engine = fmt.Sprintf("engine shared with pipeline %s (model %s counted once, there)", n.SharedWith, n.Model)
+		}
+		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; %s; engine tensors %s; preprocessing %s; decoding %s\n", n.Pipeline, n.Slots,
+			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), engine,
 			edruntime.FormatSize(n.TensorBytes), edruntime.FormatSize(n.PreBytes), edruntime.FormatSize(n.DecodeBytes))
 	}
 	r, err := edruntime.CheckMemory(cfg, plan, edruntime.MemoryPlan{}, b)

@@ -118,20 +118,9 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", name, err)
 	}
-	inSpecs, err := specs(name, "input", inInfo, opts.Shapes, opts.Image)
-	if err != nil {
-		return nil, err
+	if _, err := specs(name, "input", inInfo, opts.Shapes, opts.Image); err != nil {
+		return nil, err // before the session is created
 	}
-	if want := opts.Want.Inputs; len(want) > 0 && !slices.EqualFunc(inSpecs, want, trt.TensorSpec.Equal) {
-		// Before anything is allocated: a replacement may declare inputs
-		// of any size.
-		return nil, fmt.Errorf("%w: onnx: model %q has inputs %s, the pipeline's engine %s", trt.ErrSignature, name, trt.Signature{Inputs: inSpecs}, trt.Signature{Inputs: want})
-	}
-	outSpecs, err := specs(name, "output", outInfo, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-
 	so, err := ort.NewSessionOptions()
 	if err != nil {
 		return nil, fmt.Errorf("%w: onnx: session options: %w", trt.ErrBackend, err)
@@ -144,15 +133,76 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	if err := errors.Join(so.SetIntraOpNumThreads(threads), so.SetInterOpNumThreads(1)); err != nil {
 		return nil, fmt.Errorf("%w: onnx: session options: %w", trt.ErrBackend, err)
 	}
+	ss := &session{name: name, meta: meta, in: inInfo, out: outInfo}
+	ins, outs := make([]string, len(inInfo)), make([]string, len(outInfo))
+	for i, t := range inInfo {
+		ins[i] = t.Name
+	}
+	for i, t := range outInfo {
+		outs[i] = t.Name
+	}
+	ss.s, err = ort.NewDynamicAdvancedSessionWithONNXData(model, ins, outs, so)
+	if err != nil {
+		return nil, fmt.Errorf("%w: onnx: model %q: creating the session: %s", trt.ErrEngineInvalid, name, unwrapORT(err))
+	}
+	e, err := ss.engine(ctx, opts)
+	if err != nil {
+		ss.unused()
+		return nil, err
+	}
+	return e, nil
+}
 
+// session is one ONNX Runtime session: the model's weights, loaded once
+// and shared by the engines Share makes. ONNX Runtime allows concurrent
+// Run calls on one session; each engine runs it through its own I/O
+// binding, bound once to its own tensors.
+type session struct {
+	name     string
+	meta     *trt.Metadata
+	in, out  []ort.InputOutputInfo // as the model declares them
+	mu       sync.Mutex            // refs
+	refs     int                   // engines open
+	s        *ort.DynamicAdvancedSession
+	released bool
+}
+
+// engine makes one more engine on the session: it allocates every input
+// and output from opts.Alloc (host memory when nil) and binds them. Dynamic
+// input dimensions are taken from opts.Shapes or opts.Image; dynamic output
+// dimensions are learnt from one inference on zeroed inputs.
+func (ss *session) engine(ctx context.Context, opts trt.LoadOptions) (_ *engine, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name := ss.name
+	inSpecs, err := specs(name, "input", ss.in, opts.Shapes, opts.Image)
+	if err != nil {
+		return nil, err
+	}
+	if want := opts.Want.Inputs; len(want) > 0 && !slices.EqualFunc(inSpecs, want, trt.TensorSpec.Equal) {
+		// Before anything is allocated: a replacement may declare inputs
+		// of any size.
+		return nil, fmt.Errorf("%w: onnx: model %q has inputs %s, the pipeline's engine %s", trt.ErrSignature, name, trt.Signature{Inputs: inSpecs}, trt.Signature{Inputs: want})
+	}
+	outSpecs, err := specs(name, "output", ss.out, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	if ss.released {
+		ss.mu.Unlock()
+		return nil, trt.ErrClosed
+	}
+	ss.refs++ // the session lives while this engine is being made
+	ss.mu.Unlock()
 	alloc := opts.Alloc
 	if alloc == nil {
 		alloc = umem.NewHost()
 	}
-	e := &engine{name: name, meta: meta}
-	ok := false
+	e := &engine{name: name, meta: ss.meta, sess: ss}
 	defer func() {
-		if !ok {
+		if err != nil {
 			e.Close()
 		}
 	}()
@@ -162,7 +212,7 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 		}
 	}
 	if dynamic(outSpecs) {
-		if outSpecs, err = probeOutputs(name, model, so, inSpecs, e.inValues, outSpecs); err != nil {
+		if outSpecs, err = probeOutputs(name, ss.s, e.inValues, outSpecs); err != nil {
 			return nil, err
 		}
 	}
@@ -171,12 +221,44 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 			return nil, err
 		}
 	}
-	e.session, err = ort.NewAdvancedSessionWithONNXData(model, names(inSpecs), names(outSpecs), e.inValues, e.outValues, so)
-	if err != nil {
-		return nil, fmt.Errorf("%w: onnx: model %q: creating the session: %s", trt.ErrEngineInvalid, name, unwrapORT(err))
+	if e.binding, err = ss.s.CreateIoBinding(); err != nil {
+		return nil, fmt.Errorf("%w: onnx: model %q: creating an I/O binding: %w", trt.ErrBackend, name, err)
 	}
-	ok = true
+	for i, s := range inSpecs {
+		if err := e.binding.BindInput(s.Name, e.inValues[i]); err != nil {
+			return nil, fmt.Errorf("%w: onnx: model %q: binding input %s: %w", trt.ErrBackend, name, s, err)
+		}
+	}
+	for i, s := range outSpecs {
+		if err := e.binding.BindOutput(s.Name, e.outValues[i]); err != nil {
+			return nil, fmt.Errorf("%w: onnx: model %q: binding output %s: %w", trt.ErrBackend, name, s, err)
+		}
+	}
 	return e, nil
+}
+
+// unused destroys the session when no engine holds it (a Load whose first
+// engine failed).
+func (ss *session) unused() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.refs == 0 && !ss.released {
+		ss.released = true
+		ss.s.Destroy()
+	}
+}
+
+// release ends one engine's hold on the session, destroying it after the
+// last one.
+func (ss *session) release() error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.refs--
+	if ss.refs > 0 || ss.released {
+		return nil
+	}
+	ss.released = true
+	return ss.s.Destroy()
 }
 
 // unwrapORT drops onnxruntime_go's generic prefixes, keeping ONNX
@@ -285,14 +367,9 @@ func names(ss []trt.TensorSpec) []string {
 	return n
 }
 
-// probeOutputs runs the model once on the (zeroed) input tensors and
+// probeOutputs runs the session once on the (zeroed) input tensors and
 // returns the output specs with the shapes ONNX Runtime produced.
-func probeOutputs(model string, data []byte, so *ort.SessionOptions, in []trt.TensorSpec, inValues []ort.Value, out []trt.TensorSpec) ([]trt.TensorSpec, error) {
-	s, err := ort.NewDynamicAdvancedSessionWithONNXData(data, names(in), names(out), so)
-	if err != nil {
-		return nil, fmt.Errorf("%w: onnx: model %q: creating the session: %s", trt.ErrEngineInvalid, model, unwrapORT(err))
-	}
-	defer s.Destroy()
+func probeOutputs(model string, s *ort.DynamicAdvancedSession, inValues []ort.Value, out []trt.TensorSpec) ([]trt.TensorSpec, error) {
 	vals := make([]ort.Value, len(out))
 	defer func() {
 		for _, v := range vals {
@@ -316,17 +393,38 @@ func probeOutputs(model string, data []byte, so *ort.SessionOptions, in []trt.Te
 	return res, nil
 }
 
-// engine is one ONNX Runtime session bound to its umem tensors.
+// engine is one user of a session: its umem tensors and the I/O binding
+// that binds them.
 type engine struct {
 	name                string
 	meta                *trt.Metadata
+	sess                *session
 	inputs, outputs     []*trt.Tensor
 	inValues, outValues []ort.Value
 
 	mu      sync.Mutex // serialises Infer and Close
 	closed  bool
-	session *ort.AdvancedSession
+	binding *ort.IoBinding
 }
+
+// Share implements trt.Sharer: another engine on the same session, with
+// tensors of its own shaped by opts (Image, Shapes, Alloc, Want).
+func (e *engine) Share(ctx context.Context, opts trt.LoadOptions) (trt.Engine, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, trt.ErrClosed
+	}
+	ne, err := e.sess.engine(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ne, nil
+}
+
+// Weights implements trt.Sharer: the session.
+func (e *engine) Weights() any { return e.sess }
 
 // add allocates the memory of one tensor and wraps it in an ORT tensor that
 // uses that memory in place.
@@ -368,14 +466,15 @@ func (e *engine) Infer(ctx context.Context) error {
 	if e.closed {
 		return trt.ErrClosed
 	}
-	if err := e.session.Run(); err != nil {
+	if err := e.sess.s.RunWithBinding(e.binding); err != nil {
 		return fmt.Errorf("onnx: model %q: %w", e.name, err)
 	}
 	return nil
 }
 
-// Close releases the session, the ORT tensors and their memory. It waits
-// for an Infer in progress and is idempotent.
+// Close releases the I/O binding, the ORT tensors and their memory, and
+// the session when no other engine shares it. It waits for an Infer in
+// progress and is idempotent.
 func (e *engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -384,8 +483,8 @@ func (e *engine) Close() error {
 	}
 	e.closed = true
 	var errs []error
-	if e.session != nil {
-		errs = append(errs, e.session.Destroy())
+	if e.binding != nil {
+		errs = append(errs, e.binding.Destroy())
 	}
 	for _, v := range e.inValues {
 		errs = append(errs, v.Destroy())
@@ -396,6 +495,7 @@ func (e *engine) Close() error {
 	for _, t := range slices.Concat(e.inputs, e.outputs) {
 		errs = append(errs, t.Buf.Release())
 	}
+	errs = append(errs, e.sess.release())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("onnx: closing model %q: %w", e.name, err)
 	}

@@ -23,8 +23,11 @@ import (
 
 // Target is one consumer of a model file: a pipeline's Hot, the signature
 // the pipeline was built for and the options its engines are loaded with.
-// Each target gets its own engine (engines are bound to their tensors and
-// used by one goroutine at a time).
+// Each target gets its own engine (bound to its own tensors, used by one
+// goroutine at a time), and the targets' engines share one loaded model
+// where the backend's engines can (trt.Sharer): the file is loaded and
+// validated once per change for all of them (StageSet), and a change is
+// installed in every target at once, as one generation, or in none.
 type Target struct {
 	// Name names the target (the pipeline) in events.
 	Name string
@@ -56,6 +59,13 @@ type Options struct {
 	Backend trt.Backend
 	// Targets receive the engines; at least one.
 	Targets []Target
+	// Peers are Hots of other consumers of the same model file that this
+	// Reloader does not install into (pipelines whose engines carried
+	// over a configuration reload): content one of them serves is shared
+	// from its engine instead of being loaded again, and generations are
+	// numbered on from theirs, so every pipeline of a model counts one
+	// generation.
+	Peers []*trt.Hot
 
 	// Debounce is how long the folder must be quiet after the last event
 	// before the file is checked; 0 means 250 ms.
@@ -372,11 +382,14 @@ func (r *Reloader) load(ctx context.Context) (key fileKey, n int, _ error) {
 		return key, n, fmt.Errorf("trt: model %s: cannot read %s: %w", r.model, r.opts.Path, err)
 	}
 	sha := sha256.Sum256(data)
+	var need []*target
 	for _, t := range r.targets {
-		if cur := t.Hot.Current(); cur != nil && cur.SHA256 == sha {
-			continue
+		if cur := t.Hot.Current(); cur == nil || cur.SHA256 != sha {
+			need = append(need, t)
 		}
-		if _, err := r.apply(ctx, t, data, sha); err != nil {
+	}
+	if len(need) > 0 {
+		if t, err := r.apply(ctx, need, data, sha); err != nil {
 			if ctx.Err() != nil {
 				return key, n, ctx.Err()
 			}
@@ -395,27 +408,84 @@ func (t *target) label() string {
 	return "pipeline " + t.Name
 }
 
-// apply stages data for t and installs it. Called with txMu held.
-func (r *Reloader) apply(ctx context.Context, t *target, data []byte, sha [32]byte) (*trt.Generation, error) {
-	st, err := Stage(ctx, data, t.Load, t.Want, r.stage)
-	if err != nil {
-		return nil, err
+// apply stages data for the targets ts together (StageSet: the model
+// loaded and validated once, every target's engine shared from it, or
+// from an engine already serving this content) and installs it in all of
+// them as one generation. On error nothing is installed, and failed is
+// the target whose engine or Accept refused it. Called with txMu held.
+func (r *Reloader) apply(ctx context.Context, ts []*target, data []byte, sha [32]byte) (failed *target, _ error) {
+	from, number := r.donor(sha)
+	var base trt.Engine
+	if from != nil {
+		defer from.Release()
+		base = from.Engine
 	}
-	if t.Accept != nil {
-		if err := t.Accept(st.Engine); err != nil {
-			st.Close()
+	loads := make([]trt.LoadOptions, len(ts))
+	wants := make([]trt.Signature, len(ts))
+	hots := make([]*trt.Hot, len(ts))
+	for i, t := range ts {
+		loads[i], wants[i], hots[i] = t.Load, t.Want, t.Hot
+	}
+	set, i, err := StageSet(ctx, data, base, loads, wants, r.stage)
+	if err != nil {
+		if i == 0 {
+			return ts[0], err // the model itself
+		}
+		return ts[i], r.named(ts, i, err)
+	}
+	for i, t := range ts {
+		if t.Accept == nil {
+			continue
+		}
+		if err := t.Accept(set.Engines[i]); err != nil {
+			set.Close()
 			if !errors.Is(err, trt.ErrSignature) {
 				err = fmt.Errorf("%w: %w", trt.ErrSignature, err)
 			}
-			return nil, err
+			return t, r.named(ts, i, err)
 		}
 	}
-	sig := trt.SignatureOf(st.Engine)
-	g := st.Install(t.Hot, r.model, sha)
-	if unset(t.Want) {
-		t.Want = sig
+	set.Install(hots, r.model, sha, number)
+	for i, t := range ts {
+		if unset(t.Want) {
+			t.Want = trt.SignatureOf(set.Engines[i])
+		}
 	}
-	return g, nil
+	return nil, nil
+}
+
+// named says which target refused content that several targets share,
+// so that every target's rejection tells whose engine failed.
+func (r *Reloader) named(ts []*target, i int, err error) error {
+	if len(ts) < 2 || ts[i].Name == "" {
+		return err
+	}
+	return fmt.Errorf("for pipeline %s: %w", ts[i].Name, err)
+}
+
+// donor finds an engine already serving content sha among the targets
+// and peers, leased (the caller releases it), and the generation number
+// the content is installed as: the donor's, so every pipeline of the
+// model counts the same generation, or one more than the highest any of
+// them serves.
+func (r *Reloader) donor(sha [32]byte) (*trt.Generation, uint64) {
+	var hi uint64
+	hots := slices.Clone(r.opts.Peers)
+	for _, t := range r.targets {
+		hots = append(hots, t.Hot)
+	}
+	for _, h := range hots {
+		g := h.Acquire()
+		if g == nil {
+			continue
+		}
+		if g.SHA256 == sha {
+			return g, g.Number
+		}
+		hi = max(hi, g.Number)
+		g.Release()
+	}
+	return nil, hi + 1
 }
 
 // Start begins watching the model file. It returns at once; changes are
@@ -604,13 +674,9 @@ func (r *Reloader) checkOnce(ctx context.Context, kind checkKind, start time.Tim
 		rejs = r.unreadRejections(key, data, err, kind, wasMissing)
 	} else {
 		sha := sha256.Sum256(data)
-		for _, t := range r.targets {
-			if ctx.Err() != nil {
-				return false, n
-			}
-			if err := r.transact(ctx, t, data, sha, kind, wasMissing, start); err != nil {
-				rejs = append(rejs, rejection{t: t, sha: sha, err: err})
-			}
+		rejs = r.transact(ctx, data, sha, kind, wasMissing, start)
+		if ctx.Err() != nil {
+			return false, n
 		}
 	}
 	if len(rejs) == 0 {
@@ -835,35 +901,50 @@ func (r *Reloader) emitFor(t *target, o Outcome, sha [32]byte, reason error, sta
 	r.emit(ev)
 }
 
-// transact brings one target to the content data (hash sha). It returns
-// the target's rejection of the content, for the caller to hold or report
-// (reject), or nil when the content was installed, was already serving,
-// is quarantined or the Reloader is closing.
-func (r *Reloader) transact(ctx context.Context, t *target, data []byte, sha [32]byte, kind checkKind, wasMissing bool, start time.Time) error {
-	if cur := t.Hot.Current(); cur != nil && cur.SHA256 == sha {
+// transact brings the targets to the content data (hash sha): those
+// already serving it or for which it is quarantined are left as they
+// are, the others get it together (apply), as one generation. It returns
+// their rejections of the content, for the caller to hold or report
+// (reject): every target that needed it, when one of them refused it.
+// None when the content was installed or the Reloader is closing.
+func (r *Reloader) transact(ctx context.Context, data []byte, sha [32]byte, kind checkKind, wasMissing bool, start time.Time) []rejection {
+	var need []*target
+	for _, t := range r.targets {
+		if cur := t.Hot.Current(); cur != nil && cur.SHA256 == sha {
+			t.quarantined = false
+			r.count(func(s *Stats) { s.Unchanged++ })
+			if kind == kindManual || wasMissing {
+				r.emitFor(t, OutcomeUnchanged, sha, nil, start)
+			}
+			continue
+		}
+		if t.quarantined && t.bad == sha && !wasMissing {
+			r.count(func(s *Stats) { s.Quarantined++ })
+			if kind == kindManual {
+				r.emitFor(t, OutcomeUnchanged, sha, t.judged.again(), start)
+			}
+			continue
+		}
 		t.quarantined = false
-		r.count(func(s *Stats) { s.Unchanged++ })
-		if kind == kindManual || wasMissing {
-			r.emitFor(t, OutcomeUnchanged, sha, nil, start)
-		}
+		need = append(need, t)
+	}
+	if len(need) == 0 {
 		return nil
 	}
-	if t.quarantined && t.bad == sha && !wasMissing {
-		r.count(func(s *Stats) { s.Quarantined++ })
-		if kind == kindManual {
-			r.emitFor(t, OutcomeUnchanged, sha, t.judged.again(), start)
-		}
-		return nil
-	}
-	t.quarantined = false
-	if _, err := r.apply(ctx, t, data, sha); err != nil {
+	if _, err := r.apply(ctx, need, data, sha); err != nil {
 		if ctx.Err() != nil {
 			return nil // closing: cancellation is not a rejection
 		}
-		return err
+		rejs := make([]rejection, len(need))
+		for i, t := range need {
+			rejs[i] = rejection{t: t, sha: sha, err: err}
+		}
+		return rejs
 	}
-	r.count(func(s *Stats) { s.Reloaded++ })
-	r.emitFor(t, OutcomeReloaded, sha, nil, start)
+	for _, t := range need {
+		r.count(func(s *Stats) { s.Reloaded++ })
+		r.emitFor(t, OutcomeReloaded, sha, nil, start)
+	}
 	return nil
 }
 

@@ -78,28 +78,29 @@ type Staged struct {
 // sentinel (ErrMemory, ErrEngineInvalid, ErrSignature, ErrWarmup, ...) or
 // is ctx's error when ctx ended.
 func Stage(ctx context.Context, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions) (_ *Staged, err error) {
-	if o.Budget == nil {
-		o.Budget = MemInfoBudget{}.Check
-	}
-	if o.Gate == nil {
-		o.Gate = processGate
-	}
-	if o.WarmupTimeout <= 0 {
-		o.WarmupTimeout = DefaultWarmupTimeout
-	}
-	if o.Backend == nil {
-		return nil, fmt.Errorf("%w: no backend to stage the model with", trt.ErrBackend)
+	if err := o.defaults(); err != nil {
+		return nil, err
 	}
 	if err := o.Gate.acquire(ctx); err != nil {
 		return nil, err
 	}
-	var e trt.Engine
+	e, err := loadStaged(ctx, model, load, want, o)
+	if err != nil {
+		o.Gate.release()
+		return nil, err
+	}
+	return &Staged{Engine: e, gate: o.Gate}, nil
+}
+
+// loadStaged is Stage's work once the gate is held: the budget, the load, the
+// signature checks and the warm-up. On error nothing is left open.
+func loadStaged(ctx context.Context, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions) (e trt.Engine, err error) {
 	defer func() {
 		if err != nil {
 			if e != nil {
 				e.Close()
+				e = nil
 			}
-			o.Gate.release()
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
@@ -125,19 +126,38 @@ func Stage(ctx context.Context, model []byte, load trt.LoadOptions, want trt.Sig
 	if e == nil {
 		return nil, fmt.Errorf("%w: %s backend returned no engine", trt.ErrEngineInvalid, o.Backend.Name())
 	}
+	return e, validate(ctx, e, want, o.WarmupTimeout)
+}
+
+// validate checks a new engine's signature (at least one input and
+// output; want's when it is set) and warms it up.
+func validate(ctx context.Context, e trt.Engine, want trt.Signature, timeout time.Duration) error {
 	got := trt.SignatureOf(e)
 	if len(got.Inputs) == 0 || len(got.Outputs) == 0 {
-		return nil, fmt.Errorf("%w: the engine has %d inputs and %d outputs, want at least one of each", trt.ErrSignature, len(got.Inputs), len(got.Outputs))
+		return fmt.Errorf("%w: the engine has %d inputs and %d outputs, want at least one of each", trt.ErrSignature, len(got.Inputs), len(got.Outputs))
 	}
 	if !unset(want) {
 		if err := checkStaged(got, want); err != nil {
-			return nil, fmt.Errorf("%w%s", err, signatureHint)
+			return fmt.Errorf("%w%s", err, signatureHint)
 		}
 	}
-	if err := warmup(ctx, e, want, o.WarmupTimeout); err != nil {
-		return nil, err
+	return warmup(ctx, e, want, timeout)
+}
+
+func (o *StageOptions) defaults() error {
+	if o.Budget == nil {
+		o.Budget = MemInfoBudget{}.Check
 	}
-	return &Staged{Engine: e, gate: o.Gate}, nil
+	if o.Gate == nil {
+		o.Gate = processGate
+	}
+	if o.WarmupTimeout <= 0 {
+		o.WarmupTimeout = DefaultWarmupTimeout
+	}
+	if o.Backend == nil {
+		return fmt.Errorf("%w: no backend to stage the model with", trt.ErrBackend)
+	}
+	return nil
 }
 
 // Install puts the engine in h as model's content sha, releases the
@@ -319,4 +339,125 @@ func firstNonFinite(t *trt.Tensor) (int, float64, bool) {
 		}
 	}
 	return 0, 0, true
+}
+
+// Set is one model's engines for several targets (the pipelines naming
+// the model), validated and not installed yet: StageSet's result.
+type Set struct {
+	// Engines holds one engine per target, in the order of the loads
+	// StageSet was given. Engines that share one model (trt.Sharer) hold
+	// its weights once.
+	Engines []trt.Engine
+	gate    *StagingGate // held until Install or Close; nil when not held
+	once    sync.Once
+}
+
+// StageSet stages model for every target at once, so that a model file
+// shared by several pipelines is loaded and validated once. Without from,
+// the model goes through Stage for the first target (the staging gate,
+// the memory budget, its signature, the warm-up); every other target gets
+// an engine shared from that one (trt.Sharer), checked against its own
+// signature (wants[i]) and warmed up on its own tensors, loads[i] shaping
+// them. With from, an engine already serving this content, every target
+// shares from it and nothing is loaded: no gate, no budget, the weights
+// are in memory. A backend whose engines do not share loads one engine
+// per target, each within the budget, under the gate.
+//
+// On error nothing is held; failed is the index of the target whose
+// engine failed and the error wraps a trt sentinel as Stage's does. On
+// success the caller must Install or Close the set promptly.
+func StageSet(ctx context.Context, model []byte, from trt.Engine, loads []trt.LoadOptions, wants []trt.Signature, o StageOptions) (_ *Set, failed int, err error) {
+	if err := o.defaults(); err != nil {
+		return nil, 0, err
+	}
+	if len(wants) != len(loads) {
+		return nil, 0, fmt.Errorf("reload: StageSet: %d loads and %d signatures", len(loads), len(wants))
+	}
+	s := &Set{}
+	defer func() {
+		if err != nil {
+			s.Close()
+			s = nil
+		}
+	}()
+	base := from
+	if base == nil {
+		st, err := Stage(ctx, model, loads[0], wants[0], o)
+		if err != nil {
+			return nil, 0, err
+		}
+		s.gate, base = st.gate, st.Engine
+		s.Engines = append(s.Engines, st.Engine)
+	}
+	for i := len(s.Engines); i < len(loads); i++ {
+		e, err := s.share(ctx, base, model, loads[i], wants[i], o)
+		if err != nil {
+			return nil, i, err
+		}
+		s.Engines = append(s.Engines, e)
+	}
+	return s, 0, nil
+}
+
+// share gives one more target an engine on base's model, or, when base
+// cannot share, an engine of its own loaded from model.
+func (s *Set) share(ctx context.Context, base trt.Engine, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions) (e trt.Engine, err error) {
+	sh, ok := base.(trt.Sharer)
+	if !ok {
+		if s.gate == nil {
+			if err := o.Gate.acquire(ctx); err != nil {
+				return nil, err
+			}
+			s.gate = o.Gate
+		}
+		return loadStaged(ctx, model, load, want, o)
+	}
+	load.Want = want
+	if e, err = sh.Share(ctx, load); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if trt.RejectReason(err) == trt.ReasonOther {
+			err = fmt.Errorf("%w: %s backend: sharing the engine: %w", trt.ErrEngineInvalid, o.Backend.Name(), err)
+		}
+		return nil, err
+	}
+	if err := validate(ctx, e, want, o.WarmupTimeout); err != nil {
+		e.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return e, nil
+}
+
+// Install puts Engines[i] in hots[i] as generation number of model's
+// content sha, releases the staging gate and returns the generations.
+func (s *Set) Install(hots []*trt.Hot, model string, sha [32]byte, number uint64) []*trt.Generation {
+	gens := make([]*trt.Generation, len(s.Engines))
+	for i, e := range s.Engines {
+		gens[i] = hots[i].InstallAt(e, model, sha, number)
+	}
+	s.once.Do(s.release)
+	return gens
+}
+
+// Close closes the engines without installing them and releases the
+// staging gate. It is idempotent; after Install it does nothing.
+func (s *Set) Close() error {
+	var errs []error
+	s.once.Do(func() {
+		for _, e := range s.Engines {
+			errs = append(errs, e.Close())
+		}
+		s.release()
+	})
+	return errors.Join(errs...)
+}
+
+func (s *Set) release() {
+	if s.gate != nil {
+		s.gate.release()
+	}
 }

@@ -28,12 +28,15 @@ type Backend struct {
 	maxLoading int
 	live       int
 	maxLive    int
+	models     int
+	maxModels  int
 	loaded     [][32]byte
 
 	useAfterClose atomic.Int64
 	closeWhileUse atomic.Int64
 	overlapInfer  atomic.Int64
 	infers        atomic.Int64
+	shares        atomic.Int64
 }
 
 // NewBackend returns a fake backend.
@@ -80,11 +83,44 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	case spec.LoadError != "":
 		return nil, fmt.Errorf("fake: %s: %w: %s", opts.Name, trt.ErrEngineInvalid, spec.LoadError)
 	}
+	w := &weights{b: b, spec: spec}
+	b.mu.Lock()
+	b.models++
+	b.maxModels = max(b.maxModels, b.models)
+	b.mu.Unlock()
+	e, err := w.engine(opts)
+	if err != nil {
+		b.mu.Lock()
+		b.models--
+		b.mu.Unlock()
+		return nil, err
+	}
+	return e, nil
+}
+
+// weights is one loaded model file, shared by the engines Share makes.
+type weights struct {
+	b    *Backend
+	spec Spec
+	refs atomic.Int64
+}
+
+func (w *weights) release() {
+	if w.refs.Add(-1) == 0 {
+		w.b.mu.Lock()
+		w.b.models--
+		w.b.mu.Unlock()
+	}
+}
+
+// engine makes one more engine on w with tensors of its own.
+func (w *weights) engine(opts trt.LoadOptions) (*Engine, error) {
+	b, spec := w.b, w.spec
 	alloc := opts.Alloc
 	if alloc == nil {
 		alloc = umem.NewHost()
 	}
-	e := &Engine{b: b, spec: spec}
+	e := &Engine{b: b, spec: spec, w: w}
 	in, out := spec.tensors()
 	for k, ts := range in {
 		ts.Shape = append([]int64(nil), ts.Shape...)
@@ -121,12 +157,48 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 		}
 		e.out = append(e.out, t)
 	}
+	w.refs.Add(1)
 	b.mu.Lock()
 	b.live++
 	b.maxLive = max(b.maxLive, b.live)
 	b.mu.Unlock()
 	return e, nil
 }
+
+// Share implements trt.Sharer: another engine on the same loaded model,
+// with tensors of its own. It counts as a live engine, not as a load.
+func (e *Engine) Share(ctx context.Context, opts trt.LoadOptions) (trt.Engine, error) {
+	if e.closed.Load() {
+		e.b.useAfterClose.Add(1)
+		return nil, trt.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	e.b.shares.Add(1)
+	return e.w.engine(opts)
+}
+
+// Weights implements trt.Sharer.
+func (e *Engine) Weights() any { return e.w }
+
+// Models is the number of loaded models (Load calls that succeeded) whose
+// engines are not all closed yet: the weights held.
+func (b *Backend) Models() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.models
+}
+
+// MaxModels is the largest Models seen.
+func (b *Backend) MaxModels() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.maxModels
+}
+
+// Shares counts the engines made by Share.
+func (b *Backend) Shares() int64 { return b.shares.Load() }
 
 func newTensor(alloc umem.Allocator, ts trt.TensorSpec, short int) (*trt.Tensor, error) {
 	n := ts.Bytes()
@@ -195,6 +267,7 @@ func (b *Backend) Infers() int64 { return b.infers.Load() }
 // Engine is a fake engine.
 type Engine struct {
 	b        *Backend
+	w        *weights
 	spec     Spec
 	in, out  []*trt.Tensor
 	closed   atomic.Bool
@@ -275,6 +348,7 @@ func (e *Engine) Close() error {
 		e.b.mu.Lock()
 		e.b.live--
 		e.b.mu.Unlock()
+		e.w.release()
 	})
 	return nil
 }
