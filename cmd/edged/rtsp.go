@@ -13,14 +13,14 @@ import (
 
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
-	"github.com/edged-dev/edged/sensors/avcodec"
 	"github.com/edged-dev/edged/sensors/h26x"
 	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
 // The network camera kind (kind = "rtsp") as the binary wires it: the
 // source built from its keys (runtime/config/rtsp.go checks them), the
-// decoder chosen, its edged check probe, its metrics and its STATUS= note.
+// decoder chosen (rtspdecoder.go), its edged check probe, its metrics and
+// its STATUS= note.
 
 // defaultRTSPSlot is the frame slot of a network camera whose stream could
 // not be probed before its pipeline started: 1080p as NV12. A stream that
@@ -33,15 +33,20 @@ type rtspCamera struct {
 	*rtsp.Source
 	timeout time.Duration
 
-	once sync.Once
-	slot int
+	once   sync.Once
+	slot   int
+	logged string // the stream and decoder last logged
 }
 
 // newRTSPCamera builds a network camera from its configuration; it
 // connects to nothing.
 func newRTSPCamera(sc *config.Source, c *config.Config) (sensors.Source, error) {
+	dec, err := newDecoder(sc, c)
+	if err != nil {
+		return nil, err
+	}
 	o := rtsp.Options{Name: sc.Name, URL: sc.URL, Username: sc.Username, Transport: sc.Transport,
-		Timeout: sc.Timeout.Duration, Decoder: cpuDecoder}
+		Timeout: sc.Timeout.Duration, Decoder: dec}
 	if sc.PasswordFile != "" {
 		b, err := c.ReadNamed(sc.PasswordFile, config.MaxPasswordFileBytes)
 		if err != nil {
@@ -54,16 +59,6 @@ func newRTSPCamera(sc *config.Source, c *config.Config) (sensors.Source, error) 
 		return nil, err
 	}
 	return &rtspCamera{Source: src, timeout: o.Timeout}, nil
-}
-
-// cpuDecoder opens libavcodec for one session (libavcodec chooses its
-// threads).
-func cpuDecoder(c h26x.Codec, params []byte) (rtsp.Decoder, error) {
-	d, err := avcodec.Open(c, avcodec.Options{Params: params})
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
 }
 
 // SlotSize is what a frame slot must hold (runtime looks for it before the
@@ -90,7 +85,11 @@ func (s *rtspCamera) SlotSize() int {
 // configuration's to fix (exit 78 at start, like check's verdict); every
 // other failure is the camera's or the network's, retried.
 func (s *rtspCamera) Start(ctx context.Context, pool sensors.SlotPool) error {
-	return credentials(s.Source.Start(ctx, pool))
+	err := credentials(s.Source.Start(ctx, pool))
+	if err == nil {
+		s.logDecoder()
+	}
+	return err
 }
 
 func credentials(err error) error {
@@ -98,20 +97,6 @@ func credentials(err error) error {
 		return fmt.Errorf("%w: %w (username and password_file)", config.ErrInvalid, err)
 	}
 	return err
-}
-
-// decoderChoice says which decoder serves a network camera and why, or
-// what to install (ok false).
-func decoderChoice(sc *config.Source) (line string, ok bool) {
-	file, ver, err := avcodec.Load("")
-	if err != nil {
-		return fmt.Sprintf("no decoder: %v; install FFmpeg's libavcodec (Debian 12: apt install libavcodec59; Debian 13: libavcodec61; JetPack 5/6: apt install libavcodec58)", err), false
-	}
-	why := "decoder = \"cpu\""
-	if sc.Decoder == rtsp.DecoderAuto {
-		why = "decoder = \"auto\", and this build has no hardware video decoder (NVDEC, Jetson V4L2)"
-	}
-	return fmt.Sprintf("decoded on the CPU by %s (%s): %s", file, ver, why), true
 }
 
 // checkRTSP is edged check's probe of a network camera: it connects as run
@@ -123,13 +108,13 @@ func checkRTSP(ctx context.Context, sc *config.Source, c *config.Config) (what s
 		return "", err
 	}
 	defer src.Close()
-	line, ok := decoderChoice(sc)
 	ctx, cancel := context.WithTimeout(ctx, 3*sc.Timeout.Duration)
 	defer cancel()
 	info, err := src.(*rtspCamera).Probe(ctx)
 	if err != nil {
 		return "", credentials(err)
 	}
+	line, ok := decoderChoice(sc, c, info.Codec)
 	what = fmt.Sprintf("%s: %s %dx%d over %s; %s", rtsp.Redact(sc.URL), info.Codec, info.Format.Width, info.Format.Height, info.Transport, line)
 	if info.Note != "" {
 		what += "; " + info.Note

@@ -13,6 +13,7 @@ import (
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/avcodec"
+	"github.com/edged-dev/edged/sensors/nvdec"
 	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
 )
 
@@ -461,5 +462,32 @@ func TestRTSPCheckNamesTheUnitsIPFilter(t *testing.T) {
 	want := "FAIL  source cam0 (rtsp://192.0.2.10/cam): edged.service refuses connections to 192.0.2.10"
 	if code := cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(string(out), want) || !strings.Contains(string(out), "IPAddressAllow=192.0.2.10") {
 		t.Fatalf("exit %d, want %d and %q:\n%s", code, exitConfig, want, out)
+	}
+}
+
+// TestRTSPNVDECWhereThereIsNone: decoder = "nvdec" on a machine without
+// libnvcuvid is the configuration's to fix: check and run both exit 78
+// saying NVDEC cannot serve and why, before any camera is asked. (On a
+// machine with NVDEC it skips.)
+func TestRTSPNVDECWhereThereIsNone(t *testing.T) {
+	lib := needORT(t)
+	if _, err := nvdec.Load(""); err == nil {
+		t.Skip("NVDEC is here")
+	}
+	url := fmt.Sprintf("rtsp://127.0.0.1:%d/cam", rtsptest.FreePort(t))
+	cfg, sock, _ := rtspConfig(t, t.TempDir(), url, `decoder = "nvdec"`)
+	out, code := checkOutput(t, lib, cfg)
+	if code != exitConfig || !strings.Contains(out, `decoder = "nvdec"`) || !strings.Contains(out, "libnvcuvid") {
+		t.Fatalf("edged check: exit %d, want %d naming the decoder and libnvcuvid:\n%s", code, exitConfig, out)
+	}
+	t.Logf("check: %s", out)
+	d := start(t, lib, cfg, sock)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("edged run did not exit")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(d.stderr.String(), "libnvcuvid") {
+		t.Fatalf("edged run: exit %d, want %d naming libnvcuvid:\n%s", code, exitConfig, d.stderr.String())
 	}
 }

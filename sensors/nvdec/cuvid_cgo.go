@@ -133,7 +133,6 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"runtime/cgo"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -183,8 +182,9 @@ func Load(lib string) (string, error) {
 		loaded = name
 		return loaded, nil
 	}
-	return "", fmt.Errorf("%w: %s (libnvcuvid is part of the NVIDIA driver: Debian's libnvcuvid1, or the driver's own installer)",
-		ErrNoNVDEC, strings.Join(tried, "; "))
+	// The first name is the loader's; the others are where containers put
+	// the driver, so the first failure is the one that says most.
+	return "", fmt.Errorf("%w: %s (libnvcuvid is part of the NVIDIA driver: Debian's libnvcuvid1, or the driver's installer)", ErrNoNVDEC, tried[0])
 }
 
 // cuvid is the loaded libnvcuvid.
