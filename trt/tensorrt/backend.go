@@ -419,7 +419,10 @@ func (b *Backend) load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 }
 
 // Engine is one deserialised TensorRT engine with its execution context,
-// stream and tensors. It implements trt.Engine.
+// stream and tensors. It implements trt.Engine and trt.Sharer: Share makes
+// another Engine on the same ICudaEngine (deserialised once) with an
+// execution context, stream and tensors of its own; the ICudaEngine is
+// deleted with the last of them.
 type Engine struct {
 	b      *Backend
 	stream Stream
@@ -443,6 +446,64 @@ var _ trt.Engine = (*Engine)(nil)
 
 func (e *Engine) msg() string { return C.GoString(&e.errbuf[0]) }
 
+// Share implements trt.Sharer: one more execution context on e's
+// ICudaEngine, on a stream of its own, its tensors shaped and allocated
+// by opts (Shapes, Image, Batch, Alloc) as Load does. TensorRT lets
+// contexts of one engine run at the same time on different streams.
+func (e *Engine) Share(ctx context.Context, opts trt.LoadOptions) (trt.Engine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b := e.b
+	if opts.Alloc == nil {
+		return nil, fmt.Errorf("%w: no allocator for the engine's tensors (LoadOptions.Alloc)", trt.ErrBackend)
+	}
+	e.mu.Lock() // e's handle stays while the new one is made from it
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, trt.ErrClosed
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, trt.ErrClosed
+	}
+	b.engines++
+	b.mu.Unlock()
+	stream, err := b.opts.GPU.NewStream()
+	if err != nil {
+		b.engineClosed()
+		return nil, fmt.Errorf("%w: creating a CUDA stream: %w", trt.ErrBackend, err)
+	}
+	n := &Engine{b: b, stream: stream, meta: e.meta, built: e.built}
+	n.attach, _ = stream.(Attacher)
+	n.inferFn = n.infer
+	err = b.onGPU(func() error {
+		cname := C.CString(opts.Name)
+		defer C.free(unsafe.Pointer(cname))
+		switch rc := C.edged_trt_engine_share(e.h, C.uintptr_t(stream.Handle()), cname, &n.h, &n.errbuf[0], errBufSize); rc {
+		case C.EDGED_TRT_OK:
+		case C.EDGED_TRT_NO_MEMORY:
+			return fmt.Errorf("%w: %s", trt.ErrMemory, n.msg())
+		default:
+			return fmt.Errorf("%w: %s", trt.ErrBackend, n.msg())
+		}
+		return n.setup(opts)
+	})
+	if err != nil {
+		n.Close()
+		name := opts.Name
+		if name == "" {
+			name = "(unnamed)"
+		}
+		return nil, fmt.Errorf("tensorrt: model %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// Weights implements trt.Sharer: the ICudaEngine's shared handle.
+func (e *Engine) Weights() any { return e.weights() }
+
 // build runs on a locked thread with the context current.
 func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
 	cname := C.CString(opts.Name)
@@ -460,6 +521,13 @@ func (e *Engine) build(p []byte, opts trt.LoadOptions) error {
 	default:
 		return fmt.Errorf("%w: %s", trt.ErrBackend, e.msg())
 	}
+	return e.setup(opts)
+}
+
+// setup reads the engine's I/O tensors, fixes the input shapes in the
+// handle's execution context and binds every tensor to memory from
+// opts.Alloc. It runs on a locked thread with the context current.
+func (e *Engine) setup(opts trt.LoadOptions) error {
 	e.devMem = int64(C.edged_trt_engine_device_memory(e.h))
 
 	var ins, outs []tensorDesc
@@ -721,4 +789,12 @@ func (e *Engine) Close() error {
 		return fmt.Errorf("tensorrt: closing engine: %w", err)
 	}
 	return nil
+}
+
+// weights identifies the ICudaEngine behind e's handle.
+func (e *Engine) weights() uintptr {
+	if e.h == nil {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(C.edged_trt_engine_shared(e.h)))
 }

@@ -29,7 +29,12 @@
 // deserialises it, creates one execution context, selects optimisation
 // profile 0 explicitly, fixes dynamic input shapes (trt.LoadOptions.Shapes,
 // else the profile's opt shape), and binds every I/O tensor by name to a
-// 256-byte aligned umem buffer from trt.LoadOptions.Alloc. With
+// 256-byte aligned umem buffer from trt.LoadOptions.Alloc. [Engine.Share]
+// (trt.Sharer) makes another Engine on the same ICudaEngine without
+// deserialising it again: an execution context of its own, on its own
+// stream, with profile 0 selected and its own shapes and tensors; the
+// ICudaEngine is deleted after the last context made from it, so every
+// pipeline of a model holds its weights once. With
 // trt.LoadOptions.Batch the engine is a trt.Batched: the batch dimension
 // (axis 0 of every input) is read from optimization profile 0 at load and
 // a batch beyond its max (or a fixed dimension) is refused there with

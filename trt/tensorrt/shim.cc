@@ -307,14 +307,25 @@ struct edged_trt_runtime {
 	std::mutex mu; // serialises deserialisation, whose errors go to recorder
 };
 
+// edged_trt_shared is one deserialised engine and the recorder of its
+// engine-level calls, shared by every handle made from it
+// (edged_trt_engine_share) and deleted with the last of them.
+struct edged_trt_shared {
+	Recorder recorder; // the engine's; outlives it
+	ICudaEngine* engine{nullptr};
+	std::atomic<int> refs{1}; // handles on it
+};
+
 struct edged_trt_engine {
 	explicit edged_trt_engine(edged_trt_runtime* r) : rt(r) {}
 
 	edged_trt_runtime* rt;
-	Recorder recorder; // the engine's and its context's; outlives both
-	ICudaEngine* engine{nullptr};
+	edged_trt_shared* shared{nullptr};
+	Recorder recorder; // the execution context's; outlives it
+	ICudaEngine* engine{nullptr}; // shared->engine
 	IExecutionContext* ctx{nullptr};
 };
+
 
 // fail finishes a failed call's message with the handle's recorded errors
 // and the errors logged since mark, and returns the status.
@@ -330,6 +341,28 @@ static int fail(Msg& m, Recorder& rec, Logger& log, uint64_t mark, int status) {
 static int caught(Msg& m, char const* what) {
 	m.part("C++ exception in the TensorRT shim: %s", what);
 	return EDGED_TRT_EXCEPTION;
+}
+
+// newContext gives handle e (its engine set) its execution context: its
+// own recorder, its name and optimization profile 0 on stream.
+static int newContext(edged_trt_engine* e, uintptr_t stream, char const* name, Msg& m, uint64_t mark) {
+	e->ctx = e->engine->createExecutionContext();
+	if (e->ctx == nullptr) {
+		m.part("creating an execution context failed");
+		return fail(m, e->shared->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
+	}
+	e->ctx->setErrorRecorder(&e->recorder);
+	if (name != nullptr) {
+		e->ctx->setName(name);
+	}
+	// 8.5 gives only the first context of an engine profile 0 implicitly,
+	// so always select it.
+	if (e->engine->getNbOptimizationProfiles() > 0 &&
+		!e->ctx->setOptimizationProfileAsync(0, reinterpret_cast<cudaStream_t>(stream))) {
+		m.part("selecting optimization profile 0 failed");
+		return fail(m, e->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
+	}
+	return EDGED_TRT_OK;
 }
 
 extern "C" {
@@ -456,24 +489,10 @@ int edged_trt_engine_new(edged_trt_runtime* rt, void const* plan, size_t size, u
 			return st;
 		}
 		e = new edged_trt_engine(rt);
-		e->engine = engine;
-		engine->setErrorRecorder(&e->recorder);
-		e->ctx = engine->createExecutionContext();
-		if (e->ctx == nullptr) {
-			m.part("creating an execution context failed");
-			int st = fail(m, e->recorder, rt->logger, mark, EDGED_TRT_ERROR);
-			edged_trt_engine_free(e);
-			return st;
-		}
-		if (name != nullptr) {
-			e->ctx->setName(name);
-		}
-		// 8.5 gives only the first context of an engine profile 0 implicitly,
-		// so always select it.
-		if (engine->getNbOptimizationProfiles() > 0 &&
-			!e->ctx->setOptimizationProfileAsync(0, reinterpret_cast<cudaStream_t>(stream))) {
-			m.part("selecting optimization profile 0 failed");
-			int st = fail(m, e->recorder, rt->logger, mark, EDGED_TRT_ERROR);
+		e->shared = new edged_trt_shared();
+		e->shared->engine = e->engine = engine;
+		engine->setErrorRecorder(&e->shared->recorder);
+		if (int st = newContext(e, stream, name, m, mark); st != EDGED_TRT_OK) {
 			edged_trt_engine_free(e);
 			return st;
 		}
@@ -488,15 +507,50 @@ int edged_trt_engine_new(edged_trt_runtime* rt, void const* plan, size_t size, u
 	}
 }
 
+int edged_trt_engine_share(edged_trt_engine* base, uintptr_t stream, char const* name, edged_trt_engine** out, char* err,
+	size_t errcap) {
+	Msg m{err, errcap};
+	m.clear();
+	*out = nullptr;
+	edged_trt_engine* e = nullptr;
+	try {
+		std::lock_guard<std::mutex> g(base->rt->mu);
+		uint64_t mark = base->rt->logger.mark();
+		base->shared->recorder.clear();
+		e = new edged_trt_engine(base->rt);
+		e->shared = base->shared;
+		e->shared->refs++;
+		e->engine = base->engine;
+		if (int st = newContext(e, stream, name, m, mark); st != EDGED_TRT_OK) {
+			edged_trt_engine_free(e);
+			return st;
+		}
+		*out = e;
+		return EDGED_TRT_OK;
+	} catch (std::exception const& ex) {
+		edged_trt_engine_free(e);
+		return caught(m, ex.what());
+	} catch (...) {
+		edged_trt_engine_free(e);
+		return caught(m, "unknown");
+	}
+}
+
+const void* edged_trt_engine_shared(edged_trt_engine* e) { return e->shared; }
+
 void edged_trt_engine_free(edged_trt_engine* e) {
 	if (e == nullptr) {
 		return;
 	}
 	delete e->ctx;
 	e->ctx = nullptr;
-	delete e->engine;
+	edged_trt_shared* sh = e->shared;
+	if (sh != nullptr && --sh->refs == 0) {
+		delete sh->engine; // after every context made from it
+		delete sh;         // then its recorder
+	}
 	e->engine = nullptr;
-	delete e; // the recorder, which both referenced
+	delete e; // the context's recorder
 }
 
 int32_t edged_trt_engine_nb_io(edged_trt_engine* e) { return e->engine->getNbIOTensors(); }
@@ -519,7 +573,7 @@ int edged_trt_engine_tensor(edged_trt_engine* e, int32_t index, edged_trt_tensor
 		char const* name = eng->getIOTensorName(index);
 		if (name == nullptr) {
 			m.part("I/O tensor %d has no name", index);
-			return fail(m, e->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
+			return fail(m, e->shared->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
 		}
 		out->name = name;
 		out->mode = static_cast<int32_t>(eng->getTensorIOMode(name));
@@ -530,7 +584,7 @@ int edged_trt_engine_tensor(edged_trt_engine* e, int32_t index, edged_trt_tensor
 		copyStr(out->format_desc, sizeof(out->format_desc), eng->getTensorFormatDesc(name));
 		if (!fromDims(eng->getTensorShape(name), &out->nbdims, out->dims)) {
 			m.part("tensor %s: TensorRT reports no valid shape", name);
-			return fail(m, e->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
+			return fail(m, e->shared->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
 		}
 		if (out->mode == static_cast<int32_t>(TensorIOMode::kINPUT) && !out->shape_io &&
 			eng->getNbOptimizationProfiles() > 0) {
@@ -540,7 +594,7 @@ int edged_trt_engine_tensor(edged_trt_engine* e, int32_t index, edged_trt_tensor
 				!fromDims(eng->getProfileShape(name, 0, OptProfileSelector::kMAX), &nb, out->max) ||
 				nb != out->nbdims) {
 				m.part("input %s: TensorRT reports no valid shapes for optimization profile 0", name);
-				return fail(m, e->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
+				return fail(m, e->shared->recorder, e->rt->logger, mark, EDGED_TRT_ERROR);
 			}
 			out->has_profile = 1;
 		}

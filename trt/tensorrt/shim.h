@@ -13,7 +13,8 @@
  * the primary context current), so the shim itself never touches CUDA.
  *
  * Release order is the one TensorRT requires: an engine handle deletes its
- * execution context, then its engine, then its error recorder; a runtime
+ * execution context, then (when it is the last handle sharing the engine,
+ * edged_trt_engine_share) the engine, then the engine's error recorder; a runtime
  * handle must outlive its engines and deletes the runtime, its recorder and
  * finally its logger.
  */
@@ -106,7 +107,18 @@ int32_t edged_trt_plugin_drain_log(edged_trt_log_record* out, int32_t n, uint64_
 int edged_trt_engine_new(edged_trt_runtime* rt, const void* plan, size_t size, uintptr_t stream, const char* name,
 	edged_trt_engine** out, char* err, size_t errcap);
 
-/* Deletes the execution context, then the engine, then its recorder. */
+/*
+ * Makes another handle on base's engine (not deserialised again): its own
+ * execution context and error recorder, profile 0 selected on stream. The
+ * engine is shared: it is deleted with the last handle on it.
+ */
+int edged_trt_engine_share(edged_trt_engine* base, uintptr_t stream, const char* name, edged_trt_engine** out, char* err,
+	size_t errcap);
+
+/* The engine behind a handle, the same for every handle shared from it (an identity only). */
+const void* edged_trt_engine_shared(edged_trt_engine* e);
+
+/* Deletes the execution context, then, with the last handle on it, the engine and its recorder. */
 void edged_trt_engine_free(edged_trt_engine* e);
 
 /* Number of I/O tensors. */
