@@ -37,7 +37,7 @@ type MemoryNeed struct {
 	// when this pipeline shares it (the model's first pipeline holds the
 	// weights once for all of them); "" for that first pipeline.
 	SharedWith string
-	OnDevice    bool  // the engine lives in a discrete GPU's own memory
+	OnDevice   bool // the engine lives in a discrete GPU's own memory
 	// TensorBytes are the engine's input and output tensors at the shapes
 	// it will bind (a dynamic input at the pipeline's preprocess.width and
 	// height), allocated beside the engine; 0 where the model file does
