@@ -7,6 +7,8 @@
 //	GlobalAveragePool, Flatten, Gemm 32->1000, Softmax
 //	probs  float32 [1,1000]
 //
+// With Options.DynamicBatch the 1 of both is the symbolic "batch".
+//
 // About 20 M multiply-adds at 224x224: inference is short next to
 // preprocessing a 1080p frame, so the harness sees the overhead around it.
 package onnxmodel

@@ -20,6 +20,9 @@ const (
 type Options struct {
 	Size int    // input width and height; 0 = 224
 	Seed uint64 // weights; the same seed gives the same bytes
+	// DynamicBatch declares axis 0 of the input and the output as the
+	// symbolic dimension "batch" instead of 1 (the weights are the same).
+	DynamicBatch bool
 }
 
 // Build returns the ONNX model.
@@ -84,8 +87,12 @@ func Build(o Options) ([]byte, error) {
 	for _, t := range inits {
 		g = g.Bytes(pb.GraphInitializer, t.Encode())
 	}
-	g = g.Bytes(pb.GraphInput, pb.ValueInfo(InputName, 1, 3, s, s))
-	g = g.Bytes(pb.GraphOutput, pb.ValueInfo(OutputName, 1, Classes))
+	batch := int64(1)
+	if o.DynamicBatch {
+		batch = -1
+	}
+	g = g.Bytes(pb.GraphInput, pb.ValueInfo(InputName, batch, 3, s, s))
+	g = g.Bytes(pb.GraphOutput, pb.ValueInfo(OutputName, batch, Classes))
 	m := pb.Msg(nil).
 		Varint(pb.ModelIRVersion, 7).
 		Str(pb.ModelProducerName, "edged bench/internal/onnxmodel").
