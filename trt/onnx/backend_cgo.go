@@ -118,7 +118,11 @@ func (b *Backend) Load(ctx context.Context, model []byte, opts trt.LoadOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", name, err)
 	}
-	if _, err := specs(name, "input", inInfo, opts.Shapes, opts.Image); err != nil {
+	in, _, err := batchInputs(name, inInfo, opts.Batch)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := specs(name, "input", in, opts.Shapes, opts.Image); err != nil {
 		return nil, err // before the session is created
 	}
 	so, err := ort.NewSessionOptions()
@@ -176,7 +180,13 @@ func (ss *session) engine(ctx context.Context, opts trt.LoadOptions) (_ *engine,
 		return nil, err
 	}
 	name := ss.name
-	inSpecs, err := specs(name, "input", ss.in, opts.Shapes, opts.Image)
+	e := &engine{name: name, meta: ss.meta, sess: ss}
+	in, bat, err := batchInputs(name, ss.in, opts.Batch)
+	if err != nil {
+		return nil, err
+	}
+	e.bat = bat
+	inSpecs, err := specs(name, "input", in, opts.Shapes, opts.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +210,6 @@ func (ss *session) engine(ctx context.Context, opts trt.LoadOptions) (_ *engine,
 	if alloc == nil {
 		alloc = umem.NewHost()
 	}
-	e := &engine{name: name, meta: ss.meta, sess: ss}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -233,6 +242,9 @@ func (ss *session) engine(ctx context.Context, opts trt.LoadOptions) (_ *engine,
 		if err := e.binding.BindOutput(s.Name, e.outValues[i]); err != nil {
 			return nil, fmt.Errorf("%w: onnx: model %q: binding output %s: %w", trt.ErrBackend, name, s, err)
 		}
+	}
+	if err := e.planBatches(); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -405,6 +417,7 @@ type engine struct {
 	mu      sync.Mutex // serialises Infer and Close
 	closed  bool
 	binding *ort.IoBinding
+	bat     batching // LoadOptions.Batch (batch_cgo.go)
 }
 
 // Share implements trt.Sharer: another engine on the same session, with
@@ -482,7 +495,7 @@ func (e *engine) Close() error {
 		return nil
 	}
 	e.closed = true
-	var errs []error
+	errs := []error{e.freeBatches()}
 	if e.binding != nil {
 		errs = append(errs, e.binding.Destroy())
 	}

@@ -21,6 +21,12 @@
 // buffers once, so Infer copies nothing and allocates nothing on the Go
 // heap.
 //
+// With trt.LoadOptions.Batch the engine is a trt.Batched: axis 0 of every
+// input is the batch, a symbolic one resolved to the batch (a fixed one
+// must hold it: smaller batches then run padded), outputs must follow it;
+// for each batch size an I/O binding over the first entries of the same
+// buffers is made at load, so a batch of any size runs without allocating.
+//
 // The backend needs cgo on Linux; other builds get a stub whose New
 // returns an error wrapping trt.ErrBackend.
 package onnx

@@ -563,7 +563,7 @@ func (e *Engine) setup(opts trt.LoadOptions) error {
 		return err
 	}
 	if bd, err := batchDimOf(ins); err == nil {
-		e.bat.dim, e.bat.known = bd, true
+		e.bat.dim = bd
 	} else if opts.Batch > 0 {
 		return err
 	}

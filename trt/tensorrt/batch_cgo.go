@@ -18,10 +18,9 @@ import (
 // input shapes to set, all made at load so that a batch allocates nothing.
 type batching struct {
 	dim     trt.BatchDim
-	known   bool // dim is the engine's (every input has a batch dimension)
-	max     int  // LoadOptions.Batch; 0: not batched
-	runs    int  // entries the next inference runs
-	applied int  // entries the context's input shapes are set for
+	max     int // LoadOptions.Batch; 0: not batched
+	runs    int // entries the next inference runs
+	applied int // entries the context's input shapes are set for
 	byRuns  []*batchSet
 	names   []*C.char // the inputs' names (C memory, freed at Close)
 	dynamic []bool    // which inputs have a dynamic axis 0
