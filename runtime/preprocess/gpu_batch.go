@@ -37,8 +37,10 @@ type batchState struct {
 
 func (s *batchState) close() error {
 	var errs []error
-	for _, u := range s.ups {
-		errs = append(errs, u.Close())
+	for _, u := range s.ups { // nil where no frame of that place was copied (in-place modes, smaller batches)
+		if u != nil {
+			errs = append(errs, u.Close())
+		}
 	}
 	if s.host != nil {
 		errs = append(errs, s.host.Release())
@@ -72,6 +74,11 @@ func (g *GPU) RunBatch(frames []BatchFrame, dst umem.Buffer, trs []Transform) er
 		fr := &frames[i]
 		if err := g.checkBatchFrame(fr, dst.Len(), per); err != nil {
 			return fmt.Errorf("preprocess: frame %d of the batch: %w", i, err)
+		}
+		if j := sameBuffer(frames, i); j >= 0 {
+			// Each frame is handed to the stream and back once: one
+			// camera's slot cannot be two frames of a batch.
+			return fmt.Errorf("preprocess: frames %d and %d of the batch are in the same buffer", j, i)
 		}
 	}
 	if err := g.grow(n); err != nil {
@@ -144,6 +151,16 @@ func (g *GPU) RunBatch(frames []BatchFrame, dst umem.Buffer, trs []Transform) er
 		errs = errors.Join(errs, dm.Detach(g.stream))
 	}
 	return errors.Join(errs, g.endBatch(n))
+}
+
+// sameBuffer is the index of an earlier frame in frame i's buffer, or -1.
+func sameBuffer(frames []BatchFrame, i int) int {
+	for j := 0; j < i; j++ {
+		if frames[j].Src == frames[i].Src {
+			return j
+		}
+	}
+	return -1
 }
 
 func firstOfFormat(frames []BatchFrame, i int) bool {

@@ -184,6 +184,8 @@ func TestGPURunBatchErrors(t *testing.T) {
 	g := newGPU(t, p, o, 1<<20, "")
 	src, _ := p.Alloc.Alloc(1 << 20)
 	defer src.Release()
+	src2, _ := p.Alloc.Alloc(1 << 20)
+	defer src2.Release()
 	tensor, _ := p.Alloc.Alloc(2 * o.Out.Bytes())
 	defer tensor.Release()
 	f := sensors.Format{Width: 64, Height: 48, Pixel: sensors.YUYV}
@@ -193,9 +195,10 @@ func TestGPURunBatchErrors(t *testing.T) {
 		name string
 		bad  BatchFrame
 	}{
-		{"short frame", BatchFrame{Src: src, N: 100, Format: f, Entry: 1}},
-		{"entry beyond the tensor", BatchFrame{Src: src, N: f.FrameSize(), Format: f, Entry: 2}},
-		{"MJPEG", BatchFrame{Src: src, N: f.FrameSize(), Format: sensors.Format{Width: 64, Height: 48, Pixel: sensors.MJPEG}, Entry: 1}},
+		{"short frame", BatchFrame{Src: src2, N: 100, Format: f, Entry: 1}},
+		{"entry beyond the tensor", BatchFrame{Src: src2, N: f.FrameSize(), Format: f, Entry: 2}},
+		{"MJPEG", BatchFrame{Src: src2, N: f.FrameSize(), Format: sensors.Format{Width: 64, Height: 48, Pixel: sensors.MJPEG}, Entry: 1}},
+		{"the same buffer twice", BatchFrame{Src: src, N: f.FrameSize(), Format: f, Entry: 1}},
 	} {
 		err := g.RunBatch([]BatchFrame{ok, c.bad}, tensor, trs)
 		if err == nil {
@@ -205,7 +208,7 @@ func TestGPURunBatchErrors(t *testing.T) {
 		}
 	}
 	ok2 := ok
-	ok2.Entry = 1
+	ok2.Src, ok2.Entry = src2, 1
 	if err := g.RunBatch([]BatchFrame{ok, ok2}, tensor, trs); err != nil {
 		t.Errorf("after the errors: %v", err)
 	}
@@ -299,5 +302,18 @@ func BenchmarkGPUBatchKernel(b *testing.B) {
 			b.ReportMetric(roof/launches, "8-launches-of-roofline")
 			b.ReportMetric(floor*1e6, "launch-floor-µs")
 		})
+	}
+}
+
+// Closing a GPU whose batch state has places no frame was copied into (the
+// in-place read modes have no uploaders; a smaller batch leaves later
+// places unused) releases what there is. No GPU needed.
+func TestBatchStateCloseWithUnusedPlaces(t *testing.T) {
+	s := &batchState{ups: make([]*umem.Uploader, 3), upCap: make([]int, 3), attached: make([]*umem.Mem, 3), geo: make([]Geometry, 3)}
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.close(); err != nil {
+		t.Fatalf("second close: %v", err)
 	}
 }
