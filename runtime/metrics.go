@@ -16,8 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/edged-dev/edged/runtime/mqttsink"
-	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/umem"
 )
@@ -235,44 +233,29 @@ func (d *daemon) checkHealthQuiet() bool {
 // The descriptions of the series the daemon's collector reads at scrape
 // time. docs/OPERATIONS.md lists them; the names are edged's contract.
 var (
-	descBuildInfo      = prometheus.NewDesc("edged_build_info", "Build information; always 1.", []string{"version", "go", "arch"}, nil)
-	descReady          = prometheus.NewDesc("edged_ready", "1 once every pipeline produced a result or waits for its source.", nil, nil)
-	descGoroutines     = prometheus.NewDesc("edged_goroutines", "Goroutines in the daemon (a steady count means none leak).", nil, nil)
-	descOpenFDs        = prometheus.NewDesc("edged_open_fds", "Open file descriptors (/proc/self/fd).", nil, nil)
-	descMemAvailable   = prometheus.NewDesc("edged_system_memory_available_bytes", "MemAvailable from /proc/meminfo (on Jetson also the GPU's memory).", nil, nil)
-	descStateWrites    = prometheus.NewDesc("edged_state_writes_total", "Last-good model copies written to the state folder, by result (error: disk full, read-only; serving goes on).", []string{"result"}, nil)
-	descCaptured       = prometheus.NewDesc("edged_frames_captured_total", "Frames delivered by the source.", []string{"pipeline", "source"}, nil)
-	descDropped        = prometheus.NewDesc("edged_frames_dropped_total", "Frames dropped before inference, by reason.", []string{"pipeline", "reason"}, nil)
-	descResults        = prometheus.NewDesc("edged_results_total", "Results published.", []string{"pipeline"}, nil)
-	descInferErrors    = prometheus.NewDesc("edged_inference_errors_total", "Failed inferences.", []string{"pipeline"}, nil)
-	descPreErrors      = prometheus.NewDesc("edged_preprocess_errors_total", "Frames that failed preprocessing.", []string{"pipeline"}, nil)
-	descSourceUp       = prometheus.NewDesc("edged_source_up", "1 while a camera or serial sensor delivers.", []string{"source"}, nil)
-	descSourceStarts   = prometheus.NewDesc("edged_source_starts_total", "Successful source starts (1 + reconnects).", []string{"source"}, nil)
-	descProgressAge    = prometheus.NewDesc("edged_pipeline_progress_age_seconds", "Time since the loop last made progress (the watchdog compares it with stall_timeout).", []string{"pipeline", "loop"}, nil)
-	descCaptureMode    = prometheus.NewDesc("edged_camera_capture_mode", "1 for the V4L2 memory mode in use (userptr: zero-copy; mmap: one copy).", []string{"source", "mode"}, nil)
-	descCameraEvents   = prometheus.NewDesc("edged_camera_events_total", "V4L2 driver events: dropped frames by reason, poll timeouts, stream restarts, unplugs.", []string{"source", "event"}, nil)
-	descEngineInfo     = prometheus.NewDesc("edged_engine_info", "The engine generation serving each pipeline; always 1.", []string{"pipeline", "model", "generation", "sha256", "backend"}, nil)
-	descPoolSlots      = prometheus.NewDesc("edged_pool_slots", "Frame pool slots by state.", []string{"pipeline", "state"}, nil)
-	descReloads        = prometheus.NewDesc("edged_engine_reloads_total", "Hot-reload outcomes (ok, or the rejection reason).", []string{"model", "result"}, nil)
-	descChecks         = prometheus.NewDesc("edged_engine_checks_total", "Model file checks after debouncing.", []string{"model"}, nil)
-	descWatchPolling   = prometheus.NewDesc("edged_engine_watch_polling", "1 while file events are unavailable and the model file is polled.", []string{"model"}, nil)
-	descSensorSamples  = prometheus.NewDesc("edged_sensor_samples", "Serial sensor samples kept for matching.", []string{"source"}, nil)
-	descLinesRejected  = prometheus.NewDesc("edged_sensor_lines_rejected_total", "Serial sensor lines or packets refused, by reason (checksum, malformed, oversize).", []string{"source", "reason"}, nil)
-	descStreamClients  = prometheus.NewDesc("edged_stream_clients", "Connected socket clients.", []string{"sink"}, nil)
-	descRecordsSent    = prometheus.NewDesc("edged_sink_records_sent_total", "Records written by each sink (all clients).", []string{"sink"}, nil)
-	descRecordsDropped = prometheus.NewDesc("edged_sink_records_dropped_total", "Records dropped by each sink (slow clients, full queues, stalled ports).", []string{"sink"}, nil)
-	descDisconnects    = prometheus.NewDesc("edged_stream_disconnects_total", "Socket clients that went away, by reason (any; slow: cut off by the write deadline; unread, of those: it left what it was sent unread).", []string{"sink", "reason"}, nil)
-	descRejected       = prometheus.NewDesc("edged_stream_rejected_total", "Connections refused, by reason (any; max_clients: the sink was full; max_clients_per_uid: the peer's user had its most).", []string{"sink", "reason"}, nil)
-	descSerialUp       = prometheus.NewDesc("edged_serial_up", "1 while the serial port is open.", []string{"sink"}, nil)
-	descSerialReopens  = prometheus.NewDesc("edged_serial_reconnects_total", "Serial port reopens.", []string{"sink"}, nil)
-	descSerialStalls   = prometheus.NewDesc("edged_serial_write_stalls_total", "Writes that stalled past the deadline.", []string{"sink"}, nil)
-
-	descSinkConnected     = prometheus.NewDesc("edged_sink_connected", "1 while the MQTT sink is connected to its broker.", []string{"sink"}, nil)
-	descSinkDropped       = prometheus.NewDesc("edged_sink_dropped_total", "MQTT records dropped, by reason (queue_full: the memory ring or the disk queue's bound; refused: by the broker).", []string{"sink", "reason"}, nil)
-	descSinkErrors        = prometheus.NewDesc("edged_sink_errors_total", "MQTT sink errors, by reason (auth, tls, connect, publish, disk).", []string{"sink", "reason"}, nil)
-	descSinkQueueRecords  = prometheus.NewDesc("edged_sink_queue_records", "Records the MQTT sink holds that the broker has not acknowledged.", []string{"sink"}, nil)
-	descSinkQueueBytes    = prometheus.NewDesc("edged_sink_queue_bytes", "Bytes of the MQTT sink's queue (on disk, or in memory while degraded).", []string{"sink"}, nil)
-	descSinkQueueDegraded = prometheus.NewDesc("edged_sink_queue_degraded", "1 while the MQTT sink's disk queue cannot be written (records kept in memory only).", []string{"sink"}, nil)
+	descBuildInfo     = prometheus.NewDesc("edged_build_info", "Build information; always 1.", []string{"version", "go", "arch"}, nil)
+	descReady         = prometheus.NewDesc("edged_ready", "1 once every pipeline produced a result or waits for its source.", nil, nil)
+	descGoroutines    = prometheus.NewDesc("edged_goroutines", "Goroutines in the daemon (a steady count means none leak).", nil, nil)
+	descOpenFDs       = prometheus.NewDesc("edged_open_fds", "Open file descriptors (/proc/self/fd).", nil, nil)
+	descMemAvailable  = prometheus.NewDesc("edged_system_memory_available_bytes", "MemAvailable from /proc/meminfo (on Jetson also the GPU's memory).", nil, nil)
+	descStateWrites   = prometheus.NewDesc("edged_state_writes_total", "Last-good model copies written to the state folder, by result (error: disk full, read-only; serving goes on).", []string{"result"}, nil)
+	descCaptured      = prometheus.NewDesc("edged_frames_captured_total", "Frames delivered by the source.", []string{"pipeline", "source"}, nil)
+	descDropped       = prometheus.NewDesc("edged_frames_dropped_total", "Frames dropped before inference, by reason.", []string{"pipeline", "reason"}, nil)
+	descResults       = prometheus.NewDesc("edged_results_total", "Results published.", []string{"pipeline"}, nil)
+	descInferErrors   = prometheus.NewDesc("edged_inference_errors_total", "Failed inferences.", []string{"pipeline"}, nil)
+	descPreErrors     = prometheus.NewDesc("edged_preprocess_errors_total", "Frames that failed preprocessing.", []string{"pipeline"}, nil)
+	descSourceUp      = prometheus.NewDesc("edged_source_up", "1 while a camera or serial sensor delivers.", []string{"source"}, nil)
+	descSourceStarts  = prometheus.NewDesc("edged_source_starts_total", "Successful source starts (1 + reconnects).", []string{"source"}, nil)
+	descProgressAge   = prometheus.NewDesc("edged_pipeline_progress_age_seconds", "Time since the loop last made progress (the watchdog compares it with stall_timeout).", []string{"pipeline", "loop"}, nil)
+	descCaptureMode   = prometheus.NewDesc("edged_camera_capture_mode", "1 for the V4L2 memory mode in use (userptr: zero-copy; mmap: one copy).", []string{"source", "mode"}, nil)
+	descCameraEvents  = prometheus.NewDesc("edged_camera_events_total", "V4L2 driver events: dropped frames by reason, poll timeouts, stream restarts, unplugs.", []string{"source", "event"}, nil)
+	descEngineInfo    = prometheus.NewDesc("edged_engine_info", "The engine generation serving each pipeline; always 1.", []string{"pipeline", "model", "generation", "sha256", "backend"}, nil)
+	descPoolSlots     = prometheus.NewDesc("edged_pool_slots", "Frame pool slots by state.", []string{"pipeline", "state"}, nil)
+	descReloads       = prometheus.NewDesc("edged_engine_reloads_total", "Hot-reload outcomes (ok, or the rejection reason).", []string{"model", "result"}, nil)
+	descChecks        = prometheus.NewDesc("edged_engine_checks_total", "Model file checks after debouncing.", []string{"model"}, nil)
+	descWatchPolling  = prometheus.NewDesc("edged_engine_watch_polling", "1 while file events are unavailable and the model file is polled.", []string{"model"}, nil)
+	descSensorSamples = prometheus.NewDesc("edged_sensor_samples", "Serial sensor samples kept for matching.", []string{"source"}, nil)
+	descLinesRejected = prometheus.NewDesc("edged_sensor_lines_rejected_total", "Serial sensor lines or packets refused, by reason (checksum, malformed, oversize).", []string{"source", "reason"}, nil)
 )
 
 // daemonCollector reads the daemon's state when it is scraped: the
@@ -328,7 +311,7 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 		c.collectGraph(e, g)
 	}
 	for _, s := range sinks {
-		collectSink(e, s)
+		collectSink(ch, s)
 	}
 }
 
@@ -417,42 +400,10 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 	}
 }
 
-func collectSink(e emit, s *sinkEntry) {
-	name := s.cfg.Name
-	switch k := s.sink.(type) {
-	case interface{ Stats() stream.SocketStats }:
-		st := k.Stats()
-		e.gauge(descStreamClients, float64(st.Clients), name)
-		e.counter(descRecordsSent, st.Sent, name)
-		e.counter(descRecordsDropped, st.Dropped, name)
-		e.counter(descDisconnects, st.Disconnects, name, "any")
-		e.counter(descDisconnects, st.SlowDisconnects, name, "slow")
-		e.counter(descDisconnects, st.Unread, name, "unread")
-		e.counter(descRejected, st.Rejected, name, "any")
-		e.counter(descRejected, st.RejectedFull, name, "max_clients")
-		e.counter(descRejected, st.RejectedPerUID, name, "max_clients_per_uid")
-	case interface{ Stats() stream.SerialStats }:
-		st := k.Stats()
-		e.flag(descSerialUp, st.Up, name)
-		e.counter(descRecordsSent, st.Sent, name)
-		e.counter(descRecordsDropped, st.Dropped, name)
-		e.counter(descSerialReopens, st.Reconnects, name)
-		e.counter(descSerialStalls, st.Stalls, name)
-	case interface{ Stats() mqttsink.Stats }:
-		st := k.Stats()
-		e.flag(descSinkConnected, st.Connected, name)
-		e.counter(descRecordsSent, st.Sent, name)
-		e.counter(descRecordsDropped, st.Dropped, name)
-		e.counter(descSinkDropped, st.DroppedQueueFull, name, "queue_full")
-		e.counter(descSinkDropped, st.DroppedRefused, name, "refused")
-		e.counter(descSinkDropped, st.DroppedDamaged, name, "damaged")
-		e.counter(descSinkErrors, st.ErrAuth, name, "auth")
-		e.counter(descSinkErrors, st.ErrTLS, name, "tls")
-		e.counter(descSinkErrors, st.ErrConnect, name, "connect")
-		e.counter(descSinkErrors, st.ErrPublish, name, "publish")
-		e.counter(descSinkErrors, st.ErrDisk, name, "disk")
-		e.gauge(descSinkQueueRecords, float64(st.Queued), name)
-		e.gauge(descSinkQueueBytes, float64(st.QueueBytes), name)
-		e.flag(descSinkQueueDegraded, st.Degraded, name)
+// collectSink sends a sink's series: its kind's own collector's, labelled
+// with its name (each kind knows its series; the daemon names none).
+func collectSink(ch chan<- prometheus.Metric, s *sinkEntry) {
+	if c, ok := s.sink.(interface{ Collector() prometheus.Collector }); ok {
+		c.Collector().Collect(ch)
 	}
 }

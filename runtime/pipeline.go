@@ -621,28 +621,3 @@ func (p *pipeline) acceptEngine(e trt.Engine) error {
 	_, err := planEngine(p.conf, p.cfg, trt.SignatureOf(e), trt.MetadataOf(e))
 	return err
 }
-
-// rateLog logs the first occurrence of a repeated error, then a count at
-// most every 10 seconds, so a failing device cannot flood the journal.
-type rateLog struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-func (r *rateLog) log(l *slog.Logger, msg string, args ...any) {
-	r.mu.Lock()
-	now := time.Now()
-	if !r.last.IsZero() && now.Sub(r.last) < 10*time.Second {
-		r.suppressed++
-		r.mu.Unlock()
-		return
-	}
-	n := r.suppressed
-	r.last, r.suppressed = now, 0
-	r.mu.Unlock()
-	if n > 0 {
-		args = append(args, "suppressed", n)
-	}
-	l.Warn(msg, args...)
-}

@@ -16,7 +16,7 @@ import (
 	"github.com/edged-dev/edged/configs"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preview"
-	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt"
@@ -54,7 +54,7 @@ func benchPipeline(tb testing.TB, eng trt.Engine) (*pipeline, *umem.Pool, sensor
 		tb.Fatal(err)
 	}
 	dir := tb.TempDir()
-	sock, err := stream.NewSocket(stream.SocketOptions{Name: "bench", Path: filepath.Join(dir, "b.sock"), NoActivation: true, QueueLen: 16})
+	sock, err := socketsink.New(socketsink.Options{Name: "bench", Path: filepath.Join(dir, "b.sock"), NoActivation: true, QueueLen: 16})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edged-dev/edged/configs"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/trt/demomodel"
@@ -150,7 +151,7 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 // socketSinkFactory builds real socket sinks (the production sink).
 func socketSinkFactory(t testing.TB) func(*config.Sink, *config.Config, net.Listener, ControlFunc) (Sink, error) {
 	return func(s *config.Sink, c *config.Config, _ net.Listener, _ ControlFunc) (Sink, error) {
-		return stream.NewSocket(stream.SocketOptions{Name: s.Name, Path: s.Path, NoActivation: true, QueueLen: s.ClientQueue})
+		return socketsink.New(socketsink.Options{Name: s.Name, Path: s.Path, NoActivation: true, QueueLen: s.ClientQueue})
 	}
 }
 

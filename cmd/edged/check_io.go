@@ -14,7 +14,8 @@ import (
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/mqttsink"
-	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/runtime/serialsink"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/rtsp"
@@ -94,7 +95,7 @@ func checkSinks(ctx context.Context, r *report, cfg *config.Config) {
 			// run opens the port when it appears, and keeps results
 			// queued meanwhile: not a problem.
 			o := serialSinkOptions(s, cfg)
-			if err := stream.ProbeSerial(o); err != nil {
+			if err := serialsink.Probe(o); err != nil {
 				r.warn("sink %s: %s (edged opens it when it appears)", s.Name, fromPath(err, o.Device))
 			} else {
 				r.ok("sink %s: %s opened at %d baud", s.Name, o.Device, o.Baud)
@@ -130,7 +131,7 @@ func cause(err error) error {
 // systemd socket unit installed here listens on that path and would hand
 // it to this sink (runtime.InheritedName), edged under that unit creates
 // nothing, and check says so; otherwise it makes the socket in its folder
-// as this user and removes it (stream.ProbeSocket).
+// as this user and removes it (socketsink.Probe).
 func checkSocketSink(r *report, cfg *config.Config, s *config.Sink) {
 	o, err := socketOptions(s, cfg)
 	if err != nil {
@@ -140,7 +141,7 @@ func checkSocketSink(r *report, cfg *config.Config, s *config.Sink) {
 	if s.PathDefaulted() {
 		r.note("sink %s: path not set: %s (the default: $XDG_RUNTIME_DIR/edged.sock, else edged.sock in the working folder)", s.Name, o.Path)
 	}
-	probe := stream.ProbeSocket(o)
+	probe := socketsink.Probe(o)
 	if u, ok := socketUnitFor(o.Path); ok {
 		if _, handed := edruntime.InheritedName(cfg, s, []string{u.FDName}); handed {
 			r.ok("sink %s: socket %s: made by systemd (ListenStream= of %s) and handed to edged under %s", s.Name, o.Path, u.File, u.Service)
@@ -152,7 +153,7 @@ func checkSocketSink(r *report, cfg *config.Config, s *config.Sink) {
 		r.note("sink %s: %s listens on %s, but hands it to this sink only if FileDescriptorName= is %q or it is the only socket sink", s.Name, u.File, o.Path, s.Name)
 	}
 	switch {
-	case errors.Is(probe, stream.ErrInUse):
+	case errors.Is(probe, socketsink.ErrInUse):
 		// Most likely the running edged: said, not counted against
 		// the configuration (run refuses to start beside it, exit 1).
 		r.warn("sink %s: %v (edged itself, if it is running: run refuses to start beside it, exit 1)", s.Name, probe)

@@ -7,7 +7,7 @@ import (
 	"os/user"
 
 	"github.com/edged-dev/edged/runtime/config"
-	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/runtime/socketsink"
 )
 
 // An exit status says who must act (docs/OPERATIONS.md): 78 when a person
@@ -32,7 +32,7 @@ func sinkError(s *config.Sink, err error) error {
 	var unknownGroup user.UnknownGroupError
 	switch {
 	case s.Kind == "mqtt",
-		errors.Is(err, stream.ErrNotSocket), errors.Is(err, stream.ErrSocketPath), errors.Is(err, stream.ErrNoFolder), errors.As(err, &unknownGroup),
+		errors.Is(err, socketsink.ErrNotSocket), errors.Is(err, socketsink.ErrSocketPath), errors.Is(err, socketsink.ErrNoFolder), errors.As(err, &unknownGroup),
 		errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}

@@ -330,7 +330,9 @@ var importRules = []struct {
 	// The batching policy: frames of any type, timed by any clock.
 	{"runtime/batch", []string{"runtime/batch", "internal/"}},
 	// The daemon's libraries: neither the daemon nor its configuration.
-	{"runtime/", []string{"runtime/stream", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
+	// The sink kinds share the protocol and runtime/sink (the series every
+	// sink exports), and import no other kind.
+	{"runtime/", []string{"runtime/stream", "runtime/sink", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
 	{"runtime", []string{"runtime", "sensors", "trt", "umem", "internal/"}},
 	// Benchmarks drive the binary; they import no part of the daemon.
 	{"bench/", []string{"bench/", "sensors", "trt", "internal/", "runtime/stream"}}, // a client decodes the protocol
@@ -436,6 +438,66 @@ func deps(imports map[string][]string, pkg string) map[string]string {
 	}
 	walk(pkg, pkg)
 	return via
+}
+
+// sinkKinds are the packages of the sink kinds: each owns a kind (its
+// options, construction, probe, collector and events), and only cmd/edged,
+// which names the kinds the binary has, imports them.
+var sinkKinds = []string{"runtime/socketsink", "runtime/serialsink", "runtime/mqttsink"}
+
+// TestCoreImportsNoConcreteKind: the daemon's core (runtime) and the
+// configuration (runtime/config) depend on no sink kind, directly or
+// through another package: they see a sink through interfaces only, so a
+// new kind touches its own package and cmd/edged, not the core.
+func TestCoreImportsNoConcreteKind(t *testing.T) {
+	const module = "github.com/edged-dev/edged/"
+	imports := moduleImports(t)
+	for _, kind := range sinkKinds {
+		if _, ok := imports[kind]; !ok {
+			t.Errorf("sink kind %s is not a package of the module: sinkKinds is out of date", kind)
+		}
+	}
+	for _, core := range []string{"runtime", "runtime/config"} {
+		if _, ok := imports[core]; !ok {
+			t.Fatalf("no package %s: the walk is broken", core)
+		}
+		via := deps(imports, core)
+		for _, kind := range sinkKinds {
+			if chain, ok := via[module+kind]; ok {
+				t.Errorf("%s depends on the sink kind %s (%s): the core sees sinks through interfaces; wire the kind in cmd/edged", core, kind, chain)
+			}
+		}
+	}
+}
+
+// TestProtocolImportsNoTransport: the record protocol (runtime/stream: the
+// records, their encodings, the client edged tail uses) depends on no UART
+// library (go.bug.st/serial) and no MQTT library (paho), directly or
+// through another package: those belong to the sinks that carry it.
+func TestProtocolImportsNoTransport(t *testing.T) {
+	imports := moduleImports(t)
+	via := deps(imports, "runtime/stream")
+	if len(via) == 0 {
+		t.Fatal("runtime/stream imports nothing: the walk is broken")
+	}
+	for path, chain := range via {
+		for _, bad := range []string{"go.bug.st/serial", "github.com/eclipse/paho"} {
+			if strings.HasPrefix(path, bad) {
+				t.Errorf("runtime/stream depends on %s (%s): the protocol carries no transport", path, chain)
+			}
+		}
+	}
+	// The sinks do use them: a rule about the protocol is only worth
+	// something while the transports exist elsewhere.
+	for pkg, lib := range map[string]string{"runtime/serialsink": "go.bug.st/serial", "runtime/mqttsink": "github.com/eclipse/paho.golang"} {
+		found := false
+		for path := range deps(imports, pkg) {
+			found = found || strings.HasPrefix(path, lib)
+		}
+		if !found {
+			t.Errorf("%s does not import %s: is the transport somewhere else now?", pkg, lib)
+		}
+	}
 }
 
 // TestFileWatchingOnlyInTheReloader: the engine contract (trt), its

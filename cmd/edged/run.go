@@ -13,7 +13,7 @@ import (
 
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
-	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/trt/onnx"
 )
@@ -120,7 +120,7 @@ func reloadOnHUP(ctx context.Context, d *edruntime.Daemon, path string, log *slo
 // inheritedListeners returns systemd socket-activated listeners by their
 // FileDescriptorName (LISTEN_FDNAMES).
 func inheritedListeners() (map[string]net.Listener, error) {
-	byName := stream.InheritedListeners()
+	byName := socketsink.InheritedListeners()
 	out := map[string]net.Listener{}
 	for name, ls := range byName {
 		for _, l := range ls {

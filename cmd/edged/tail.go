@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/serialsink"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -38,7 +39,7 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var source string
 	switch {
 	case *dev != "":
-		port, err := stream.OpenSerialReader(*dev, *baud)
+		port, err := serialsink.OpenReader(*dev, *baud)
 		if err != nil {
 			fmt.Fprintf(stderr, "edged tail: %v\n", err)
 			return exitFailure

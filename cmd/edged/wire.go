@@ -17,7 +17,10 @@ import (
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/mqttsink"
+	"github.com/edged-dev/edged/runtime/ratelog"
 	"github.com/edged-dev/edged/runtime/preprocess"
+	"github.com/edged-dev/edged/runtime/serialsink"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
@@ -353,65 +356,65 @@ func (s serialSensor) RejectedLines() map[string]uint64 {
 func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 	switch s.Kind {
 	case "socket":
-		slog := log.With("sink", s.Name)
-		var rl rateLog
+		lg := log.With("sink", s.Name)
+		var rl ratelog.Limiter
 		o, err := socketOptions(s, c)
 		if err != nil {
 			return nil, err
 		}
 		o.Listener = inherited
-		o.OnControl = func(ctx context.Context, req stream.ControlRequest, peer stream.PeerCred) error {
-			rl.log(slog, logInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
+		o.OnControl = func(ctx context.Context, req stream.ControlRequest, peer socketsink.PeerCred) error {
+			rl.Log(lg, slog.LevelInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
 			return control(ctx, req.Reload)
 		}
 		// Every kind of client event is logged at most once per 10 s (with
 		// a count of those left out): peers decide how often these happen.
-		o.OnClient = func(ev stream.ClientEvent) {
+		o.OnClient = func(ev socketsink.ClientEvent) {
 			args := []any{"client", ev.ID, "uid", ev.Peer.UID, "gid", ev.Peer.GID, "pid", ev.Peer.PID}
 			switch ev.Kind {
-			case stream.ClientConnected:
-				rl.log(slog, logInfo, "connected", "client connected", args...)
-			case stream.ClientRejected:
-				rl.log(slog, logWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
-			case stream.ClientDisconnected:
+			case socketsink.ClientConnected:
+				rl.Log(lg, slog.LevelInfo, "connected", "client connected", args...)
+			case socketsink.ClientRejected:
+				rl.Log(lg, slog.LevelWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
+			case socketsink.ClientDisconnected:
 				args = append(args, "sent", ev.Sent, "dropped", ev.Dropped)
 				if ev.Err != nil {
-					rl.log(slog, logWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
+					rl.Log(lg, slog.LevelWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
 				} else {
-					rl.log(slog, logInfo, "disconnected", "client disconnected", args...)
+					rl.Log(lg, slog.LevelInfo, "disconnected", "client disconnected", args...)
 				}
 			}
 		}
-		sock, err := stream.NewSocket(o)
+		sock, err := socketsink.New(o)
 		if err != nil {
 			return nil, err
 		}
 		if inherited != nil {
-			slog.Info("socket sink listening (socket activation)", "path", sock.Path())
+			lg.Info("socket sink listening (socket activation)", "path", sock.Path())
 		} else {
-			slog.Info("socket sink listening", "path", sock.Path(), "mode", fmt.Sprintf("%04o", o.Mode), "group", s.Group)
+			lg.Info("socket sink listening", "path", sock.Path(), "mode", fmt.Sprintf("%04o", o.Mode), "group", s.Group)
 		}
 		return sock, nil
 	case "serial":
-		slog := log.With("sink", s.Name, "device", s.Device)
-		var rl rateLog
+		lg := log.With("sink", s.Name, "device", s.Device)
+		var rl ratelog.Limiter
 		o := serialSinkOptions(s, c)
-		o.OnEvent = func(ev stream.SerialEvent) {
+		o.OnEvent = func(ev serialsink.Event) {
 			switch ev.Kind {
 			// Each kind at most once per 10 s: a port that opens and
 			// fails at once, over and over, cannot flood the journal
 			// (its state is edged_serial_up).
-			case stream.SerialOpened:
-				rl.log(slog, logInfo, "opened", "serial port open", "event", "serial_up")
-			case stream.SerialOpenFailed:
-				rl.log(slog, logWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-			case stream.SerialLost:
-				rl.log(slog, logWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-			case stream.SerialStalled:
-				rl.log(slog, logWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
+			case serialsink.Opened:
+				rl.Log(lg, slog.LevelInfo, "opened", "serial port open", "event", "serial_up")
+			case serialsink.OpenFailed:
+				rl.Log(lg, slog.LevelWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+			case serialsink.Lost:
+				rl.Log(lg, slog.LevelWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+			case serialsink.Stalled:
+				rl.Log(lg, slog.LevelWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
 			}
 		}
-		ser, err := stream.NewSerial(o)
+		ser, err := serialsink.New(o)
 		if err != nil {
 			return nil, err
 		}
@@ -425,16 +428,16 @@ func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.L
 // socketOptions are the options of socket sink s, as run makes them and
 // check probes them: the path resolved against the configuration's
 // folder, no callbacks, no inherited listener.
-func socketOptions(s *config.Sink, c *config.Config) (stream.SocketOptions, error) {
+func socketOptions(s *config.Sink, c *config.Config) (socketsink.Options, error) {
 	enc, err := stream.ParseEncoding(s.Format)
 	if err != nil {
-		return stream.SocketOptions{}, err
+		return socketsink.Options{}, err
 	}
 	mode, err := config.ParseMode(s.Mode)
 	if err != nil {
-		return stream.SocketOptions{}, err
+		return socketsink.Options{}, err
 	}
-	return stream.SocketOptions{
+	return socketsink.Options{
 		Name: s.Name, Path: c.Resolve(s.Path), NoActivation: true, Device: c.Daemon.DeviceID,
 		Mode: mode, Group: s.Group, Encoding: enc, MaxClients: s.MaxClients, MaxClientsPerUID: s.MaxClientsPerUID, QueueLen: s.ClientQueue,
 		WriteTimeout: s.WriteTimeout.Duration, Keepalive: s.Keepalive.Duration, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
@@ -444,8 +447,8 @@ func socketOptions(s *config.Sink, c *config.Config) (stream.SocketOptions, erro
 
 // serialSinkOptions are the options of serial sink s, as run makes them
 // and check probes them.
-func serialSinkOptions(s *config.Sink, c *config.Config) stream.SerialOptions {
-	return stream.SerialOptions{
+func serialSinkOptions(s *config.Sink, c *config.Config) serialsink.Options {
+	return serialsink.Options{
 		Name: s.Name, Device: c.Resolve(s.Device), Baud: s.Baud, DataBits: s.DataBits, Parity: s.Parity, StopBits: s.StopBits,
 		Format: s.Format, QueueLen: s.Queue, MaxFrameBytes: s.MaxFrameBytes, FlushTimeout: c.Daemon.StopTimeout.Duration / 2,
 	}
@@ -484,7 +487,7 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.
 	if o.Dir == "" {
 		lg.Warn("no state folder (daemon.state_dir or systemd's StateDirectory=): the MQTT queue is kept in memory only and lost on restart")
 	}
-	var rl rateLog
+	var rl ratelog.Limiter
 	o.OnEvent = func(ev mqttsink.Event) {
 		switch ev.Kind {
 		case mqttsink.QueueOpened:
@@ -511,13 +514,13 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.
 			case errors.Is(ev.Err, mqttsink.ErrTLS):
 				what = "mqtt sink: TLS handshake failed (is the broker's certificate signed by ca_file?); retrying"
 			}
-			rl.log(lg, slog.LevelError, what, what, "event", "sink_down", "err", ev.Err)
+			rl.Log(lg, slog.LevelError, what, what, "event", "sink_down", "err", ev.Err)
 		case mqttsink.Disconnected:
 			lg.Warn("mqtt sink disconnected; reconnecting", "event", "sink_down")
 		case mqttsink.PublishFailed:
-			rl.log(lg, logWarn, "publish failed", "mqtt publish failed or was not acknowledged in time; reconnecting and resending from the last acknowledged record", "err", ev.Err)
+			rl.Log(lg, slog.LevelWarn, "publish failed", "mqtt publish failed or was not acknowledged in time; reconnecting and resending from the last acknowledged record", "err", ev.Err)
 		case mqttsink.Refused:
-			rl.log(lg, slog.LevelError, "refused", "mqtt broker refused a record; dropped", "err", ev.Err)
+			rl.Log(lg, slog.LevelError, "refused", "mqtt broker refused a record; dropped", "err", ev.Err)
 		case mqttsink.QueueDegraded:
 			lg.Error("mqtt queue cannot be written; keeping records in memory only until it can (tried again every 10 s; lost if edged stops meanwhile)", "dir", o.Dir, "err", ev.Err)
 		case mqttsink.QueueRestored:

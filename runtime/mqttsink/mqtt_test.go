@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/internal/mosquittotest"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -326,7 +327,7 @@ func TestMQTTBrokerStopsReading(t *testing.T) {
 	s := newTestSink(t, Options{URL: b.url("mqtt"), QoS: 1, Dir: t.TempDir(), AckTimeout: 500 * time.Millisecond, ConnectTimeout: 500 * time.Millisecond}, nil)
 	base := s.Stats().FirstSeq
 	path := filepath.Join(t.TempDir(), "s.sock")
-	sock, err := stream.NewSocket(stream.SocketOptions{Name: "local", Path: path, NoActivation: true, QueueLen: 256, WriteTimeout: 5 * time.Second})
+	sock, err := socketsink.New(socketsink.Options{Name: "local", Path: path, NoActivation: true, QueueLen: 256, WriteTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,8 @@ package stream
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"testing"
 
-	"github.com/creack/pty"
 	"github.com/fxamacker/cbor/v2"
 )
 
@@ -83,75 +80,4 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
-}
-
-// BenchmarkSocketPublish: what a pipeline pays per record to fan out to N
-// connected clients (half NDJSON, half CBOR) that read as fast as they can.
-func BenchmarkSocketPublish(b *testing.B) {
-	for _, n := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
-			s, err := NewSocket(SocketOptions{Path: b.TempDir() + "/b.sock", NoActivation: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			for i := 0; i < n; i++ {
-				enc := NDJSON
-				if i%2 == 1 {
-					enc = CBOR
-				}
-				c, err := Dial(b.Context(), s.Path(), &Subscription{Encoding: enc})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				var m Message
-				if err := c.Next(&m); err != nil {
-					b.Fatal(err)
-				}
-				go func() {
-					var buf [64 << 10]byte
-					for {
-						if _, err := c.conn.Read(buf[:]); err != nil {
-							return
-						}
-					}
-				}()
-			}
-			r := benchRecord()
-			for i := 0; i < 20000; i++ { // warm up the record pool and write buffers
-				s.Publish(r)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				r.FrameSeq++
-				s.Publish(r)
-			}
-			st := s.Stats()
-			b.ReportMetric(float64(st.Dropped)/float64(st.Sent+st.Dropped), "dropped/delivery")
-		})
-	}
-}
-
-// BenchmarkSerialPublish: Publish into the serial sink (encoding, CRC,
-// COBS, queue); the port is a pty drained by a reader.
-func BenchmarkSerialPublish(b *testing.B) {
-	m, sl, err := pty.Open()
-	if err != nil {
-		b.Skip(err)
-	}
-	defer m.Close()
-	defer sl.Close()
-	go io.Copy(io.Discard, m)
-	s, err := NewSerial(SerialOptions{Device: sl.Name(), Baud: 921600})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	r := benchRecord()
-	b.ReportAllocs()
-	for b.Loop() {
-		r.FrameSeq++
-		s.Publish(r)
-	}
 }

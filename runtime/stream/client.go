@@ -41,7 +41,7 @@ func Dial(ctx context.Context, path string, sub *Subscription) (*Client, error) 
 	cl := &Client{conn: uc, ctx: ctx, dec: NewDecoder(uc, DecoderOptions{Framing: FramingAuto, FromStart: true})}
 	if sub != nil {
 		cl.awaitSub = true
-		if err := cl.send(sub.appendRequest(nil)); err != nil {
+		if err := cl.Send(sub.AppendRequest(nil)); err != nil {
 			err = cl.refusal(err)
 			uc.Close()
 			return nil, fmt.Errorf("stream: subscribing on %s: %w", path, err)
@@ -108,11 +108,17 @@ func (c *Client) skip(m *Message) bool {
 	return true
 }
 
+// Conn is the connection, for a caller that reads its bytes without
+// decoding them (a benchmark's reader); Next must not be used while it
+// does.
+func (c *Client) Conn() *net.UnixConn { return c.conn }
+
 // Stats returns the decoder's counts (records, seq gaps).
 func (c *Client) Stats() DecoderStats { return c.dec.Stats() }
 
-// Send writes one request line (for tools); it must be a JSON object.
-func (c *Client) send(line []byte) error {
+// Send writes request lines as they are, each a JSON object with its
+// newline (docs/PROTOCOL.md); replies come through Next.
+func (c *Client) Send(line []byte) error {
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	defer c.conn.SetWriteDeadline(time.Time{})
 	_, err := c.conn.Write(line)
@@ -140,7 +146,7 @@ func RequestReload(ctx context.Context, path string) error {
 		return err
 	}
 	defer c.Close()
-	if err := c.send([]byte(`{"reload":"engines"}` + "\n")); err != nil {
+	if err := c.Send([]byte(`{"reload":"engines"}` + "\n")); err != nil {
 		return fmt.Errorf("stream: sending the reload request to %s: %w", path, c.refusal(err))
 	}
 	var m Message

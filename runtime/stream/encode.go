@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 )
 
 // Encoding is a wire encoding of records.
@@ -67,12 +66,47 @@ func AppendSerialFrame(dst, scratch []byte, r *Record, seq uint64) (frame, scrat
 	return appendSerialFrame(dst, scratch), scratch
 }
 
-// encoded is one published record, encoded once and shared by every client
-// queue it was pushed to. The encodings stop short of the seq value, which
-// each client splices in at write time. refs counts the queues (and writers)
-// still holding it; the last release returns it to the pool.
-type encoded struct {
-	refs atomic.Int32
+// AppendSerialPayload appends r with seq as a serial port carries it before
+// framing: an NDJSON line (ndjson), else the CBOR map that FrameSerial
+// frames. It summarises r as Encoded.Encode does until the result fits in
+// limit bytes on the line: the line itself, or the frame COBS stuffing and
+// the CRC make of the map. It reports whether r was summarised, or
+// ok=false when even the smallest form does not fit.
+func AppendSerialPayload(dst []byte, r *Record, seq uint64, ndjson bool, limit int) (payload []byte, summarised, ok bool) {
+	start := len(dst)
+	for level := levelFull; level < levelCount; level++ {
+		if r.Kind != KindResult && level > levelFull {
+			break
+		}
+		dst = dst[:start]
+		if ndjson {
+			dst = append(dst, jsonHead(r.Kind)...)
+			dst = strconv.AppendUint(dst, seq, 10)
+			dst = appendJSONBody(dst, r, level)
+			ok = len(dst)-start <= limit
+		} else {
+			dst = appendCBORHeadPart(dst, r, level)
+			dst = appendCBORHead(dst, cborUint, seq)
+			dst = appendCBORBody(dst, r, level)
+			ok = cobsMaxLen(len(dst)-start+4)+1 <= limit
+		}
+		if ok {
+			return dst, level > levelFull, true
+		}
+	}
+	return dst, false, false
+}
+
+// FrameSerial appends the serial frame of a CBOR payload to dst:
+// COBS(payload ‖ CRC-32C little-endian) ‖ 0x00. The CRC is appended to
+// payload's own buffer (its capacity is reused).
+func FrameSerial(dst, payload []byte) []byte { return appendSerialFrame(dst, payload) }
+
+// Encoded is one published record, encoded once and shared by every
+// consumer it goes to. The encodings stop short of the seq value, which
+// each consumer splices in at write time (AppendWire), so one encoding
+// serves streams with their own seq counters.
+type Encoded struct {
 	kind Kind
 
 	json     []byte // NDJSON body after the seq digits (empty when not needed)
@@ -83,7 +117,7 @@ type encoded struct {
 // encode fills e with the encodings in need, summarising r until each fits
 // in limit bytes (0: no limit). It reports the level used, or ok=false when
 // even the smallest form does not fit.
-func (e *encoded) encode(r *Record, needJSON, needCBOR bool, limit int) (level int, ok bool) {
+func (e *Encoded) encode(r *Record, needJSON, needCBOR bool, limit int) (level int, ok bool) {
 	e.kind = r.Kind
 	for level = levelFull; level < levelCount; level++ {
 		if r.Kind != KindResult && level > levelFull {
@@ -112,20 +146,31 @@ func (e *encoded) encode(r *Record, needJSON, needCBOR bool, limit int) (level i
 	return level, false
 }
 
-// wireSize is an upper bound of e's size on the wire in enc.
-func (e *encoded) wireSize(enc Encoding) int {
+// Encode fills e with the encodings in need (NDJSON, CBOR), summarising r
+// until each fits in limit bytes (0: no limit): raw outputs first lose
+// their data, then outputs and sensors are dropped, the record marked
+// "truncated". It reports whether r was summarised, or ok=false when even
+// the smallest form does not fit. e keeps no reference to r and reuses its
+// buffers.
+func (e *Encoded) Encode(r *Record, needJSON, needCBOR bool, limit int) (summarised, ok bool) {
+	level, ok := e.encode(r, needJSON, needCBOR, limit)
+	return level > levelFull, ok
+}
+
+// WireSize is an upper bound of e's size on the wire in enc.
+func (e *Encoded) WireSize(enc Encoding) int {
 	if enc == CBOR {
 		return 4 + len(e.cborHead) + 9 + len(e.cborBody)
 	}
 	return len(jsonHeadResult) + 20 + len(e.json)
 }
 
-// capBytes is the buffer capacity e holds.
-func (e *encoded) capBytes() int { return cap(e.json) + cap(e.cborHead) + cap(e.cborBody) }
+// CapBytes is the buffer capacity e holds.
+func (e *Encoded) CapBytes() int { return cap(e.json) + cap(e.cborHead) + cap(e.cborBody) }
 
-// appendWire appends e as it goes to one client: the spliced record in enc,
-// with the 4-byte length prefix for CBOR.
-func (e *encoded) appendWire(dst []byte, enc Encoding, seq uint64) []byte {
+// AppendWire appends e as it goes to one client: the spliced record in enc
+// with seq, with the 4-byte length prefix for CBOR.
+func (e *Encoded) AppendWire(dst []byte, enc Encoding, seq uint64) []byte {
 	if enc == CBOR {
 		at := len(dst)
 		dst = append(dst, 0, 0, 0, 0)

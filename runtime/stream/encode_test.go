@@ -104,11 +104,11 @@ func validUTF8(s string) string {
 }
 
 func wireCBOR(r *Record, seq uint64) []byte {
-	var e encoded
+	var e Encoded
 	if _, ok := e.encode(r, false, true, 0); !ok {
 		panic("does not fit")
 	}
-	return e.appendWire(nil, CBOR, seq)
+	return e.AppendWire(nil, CBOR, seq)
 }
 
 func TestGolden(t *testing.T) {
@@ -202,15 +202,15 @@ func TestGolden(t *testing.T) {
 // The same record spliced for two clients differs only in seq.
 func TestSpliceSeq(t *testing.T) {
 	for _, tc := range sampleRecords() {
-		var e encoded
+		var e Encoded
 		if _, ok := e.encode(&tc.rec, true, true, 0); !ok {
 			t.Fatal("does not fit")
 		}
 		for _, seq := range []uint64{0, 1, 23, 24, 255, 256, 65535, 65536, 1 << 32, math.MaxUint64} {
-			if got, want := e.appendWire(nil, NDJSON, seq), AppendNDJSON(nil, &tc.rec, seq); !bytes.Equal(got, want) {
+			if got, want := e.AppendWire(nil, NDJSON, seq), AppendNDJSON(nil, &tc.rec, seq); !bytes.Equal(got, want) {
 				t.Fatalf("%s seq %d: spliced NDJSON %q, want %q", tc.name, seq, got, want)
 			}
-			got := e.appendWire(nil, CBOR, seq)
+			got := e.AppendWire(nil, CBOR, seq)
 			if want := AppendCBOR(nil, &tc.rec, seq); !bytes.Equal(got[4:], want) {
 				t.Fatalf("%s seq %d: spliced CBOR % x, want % x", tc.name, seq, got[4:], want)
 			}
@@ -218,7 +218,7 @@ func TestSpliceSeq(t *testing.T) {
 			if err := DecodeCBOR(got[4:], &d); err != nil || d.Seq != seq {
 				t.Fatalf("%s: CBOR seq %d decodes to %d (%v)", tc.name, seq, d.Seq, err)
 			}
-			if err := DecodeJSON(e.appendWire(nil, NDJSON, seq), &d); err != nil || d.Seq != seq {
+			if err := DecodeJSON(e.AppendWire(nil, NDJSON, seq), &d); err != nil || d.Seq != seq {
 				t.Fatalf("%s: NDJSON seq %d decodes to %d (%v)", tc.name, seq, d.Seq, err)
 			}
 		}
@@ -298,13 +298,13 @@ func TestSummarise(t *testing.T) {
 	for i := range r.Outputs[0].Data {
 		r.Outputs[0].Data[i] = float32(i) / 7
 	}
-	var e encoded
+	var e Encoded
 	level, ok := e.encode(r, true, true, 1024)
 	if !ok || level != levelNoRaw {
 		t.Fatalf("level %d ok %v, want raw summarised", level, ok)
 	}
 	for _, enc := range []Encoding{NDJSON, CBOR} {
-		w := e.appendWire(nil, enc, 1)
+		w := e.AppendWire(nil, enc, 1)
 		if len(w) > 1024 {
 			t.Fatalf("%v: %d bytes > limit", enc, len(w))
 		}
@@ -333,7 +333,7 @@ func TestSummarise(t *testing.T) {
 		t.Fatalf("level %d ok %v, want outputs dropped", level, ok)
 	}
 	var d Decoded
-	if err := DecodeJSON(e.appendWire(nil, NDJSON, 1), &d); err != nil || !d.Truncated || len(d.Outputs) != 0 || d.Sensors != nil {
+	if err := DecodeJSON(e.AppendWire(nil, NDJSON, 1), &d); err != nil || !d.Truncated || len(d.Outputs) != 0 || d.Sensors != nil {
 		t.Fatalf("decoded %+v (%v), want truncated record without outputs", d, err)
 	}
 	if _, ok := e.encode(r2, true, false, 40); ok {
@@ -383,11 +383,11 @@ func TestLatencyMeasuredAtEncode(t *testing.T) {
 	// stages sum to 100; encode runs to 1000123.
 	r.Latency.Post = 100 - 10 - 20 - 30 - 40
 	for _, enc := range []Encoding{NDJSON, CBOR} {
-		var e encoded
+		var e Encoded
 		if _, ok := e.encode(r, enc == NDJSON, enc == CBOR, 1<<20); !ok {
 			t.Fatal("encode failed")
 		}
-		w := e.appendWire(nil, enc, 1)
+		w := e.AppendWire(nil, enc, 1)
 		var d Decoded
 		var err error
 		if enc == CBOR {

@@ -146,9 +146,9 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		req, err := parseRequest(line)
+		req, err := ParseRequest(line)
 		if err != nil {
-			if req.sub != nil || req.control != nil {
+			if req.Subscribe != nil || req.Control != nil {
 				t.Fatal("error with a request")
 			}
 			if len(err.Error()) > 1024 {
@@ -160,22 +160,22 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatal("accepted an oversized line")
 		}
 		switch {
-		case req.sub != nil && req.control == nil:
-			if len(req.sub.Pipelines) > maxSubscribePipelines {
+		case req.Subscribe != nil && req.Control == nil:
+			if len(req.Subscribe.Pipelines) > maxSubscribePipelines {
 				t.Fatal("too many pipelines accepted")
 			}
-			for _, p := range req.sub.Pipelines {
+			for _, p := range req.Subscribe.Pipelines {
 				if p == "" || len(p) > maxPipelineName {
 					t.Fatalf("bad pipeline name %q accepted", p)
 				}
 			}
-			again, err := parseRequest(bytes.TrimSuffix(req.sub.appendRequest(nil), []byte("\n")))
-			if err != nil || again.sub == nil || !reflect.DeepEqual(*again.sub, *req.sub) {
-				t.Fatalf("subscription %+v does not round-trip: %+v %v", *req.sub, again.sub, err)
+			again, err := ParseRequest(bytes.TrimSuffix(req.Subscribe.AppendRequest(nil), []byte("\n")))
+			if err != nil || again.Subscribe == nil || !reflect.DeepEqual(*again.Subscribe, *req.Subscribe) {
+				t.Fatalf("subscription %+v does not round-trip: %+v %v", *req.Subscribe, again.Subscribe, err)
 			}
-		case req.control != nil && req.sub == nil:
-			if req.control.Reload != "engines" {
-				t.Fatalf("accepted reload of %q", req.control.Reload)
+		case req.Control != nil && req.Subscribe == nil:
+			if req.Control.Reload != "engines" {
+				t.Fatalf("accepted reload of %q", req.Control.Reload)
 			}
 		default:
 			t.Fatal("accepted request is neither subscribe nor control")

@@ -125,3 +125,11 @@ func benchRecord() *Record {
 	}
 	return r
 }
+
+// result is a small classification result of pipeline for frame
+// (streamtest.Result, for the sinks' tests).
+func result(pipeline string, frame uint64) *Record {
+	return &Record{Kind: KindResult, Pipeline: pipeline, FrameSeq: frame, TCaptureNs: int64(frame) * 1000,
+		Engine:  EngineRef{Name: "demo", Generation: 1, SHA256: "abc"},
+		Outputs: []Output{{Name: "top", Kind: OutputClasses, Classes: []Class{{Index: int(frame % 3), Label: "c", Score: 0.5}}}}}
+}

@@ -49,9 +49,11 @@ type ControlRequest struct {
 }
 
 // request is one parsed client line: exactly one of the two is set.
-type request struct {
-	sub     *Subscription
-	control *ControlRequest
+// Request is one line a client sent: a subscription or a control request
+// (exactly one of them is set).
+type Request struct {
+	Subscribe *Subscription
+	Control   *ControlRequest
 }
 
 type wireRequest struct {
@@ -62,53 +64,54 @@ type wireRequest struct {
 	Reload *string `json:"reload"`
 }
 
-// parseRequest parses one request line (without its newline). It never
-// keeps a reference to line.
-func parseRequest(line []byte) (request, error) {
+// ParseRequest parses one request line (without its newline). It never
+// keeps a reference to line. Every error wraps ErrRequest and says what a
+// client may send instead.
+func ParseRequest(line []byte) (Request, error) {
 	if len(line) >= MaxRequestLine {
-		return request{}, fmt.Errorf("%w: longer than %d bytes; %s", ErrRequest, MaxRequestLine-1, requestHelp)
+		return Request{}, fmt.Errorf("%w: longer than %d bytes; %s", ErrRequest, MaxRequestLine-1, requestHelp)
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var w wireRequest
 	if err := dec.Decode(&w); err != nil {
-		return request{}, fmt.Errorf("%w: %s; %s", ErrRequest, jsonProblem(err), requestHelp)
+		return Request{}, fmt.Errorf("%w: %s; %s", ErrRequest, jsonProblem(err), requestHelp)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return request{}, fmt.Errorf("%w: more than one JSON value on the line; %s", ErrRequest, requestHelp)
+		return Request{}, fmt.Errorf("%w: more than one JSON value on the line; %s", ErrRequest, requestHelp)
 	}
 	switch {
 	case w.Subscribe != nil && w.Reload != nil:
-		return request{}, fmt.Errorf("%w: \"subscribe\" and \"reload\" in one request; send them on separate lines", ErrRequest)
+		return Request{}, fmt.Errorf("%w: \"subscribe\" and \"reload\" in one request; send them on separate lines", ErrRequest)
 	case w.Subscribe != nil:
 		s := &Subscription{}
 		if w.Subscribe.Encoding != "" {
 			enc, err := ParseEncoding(w.Subscribe.Encoding)
 			if err != nil {
-				return request{}, fmt.Errorf("%w: encoding %q (use \"ndjson\" or \"cbor\")", ErrRequest, w.Subscribe.Encoding)
+				return Request{}, fmt.Errorf("%w: encoding %q (use \"ndjson\" or \"cbor\")", ErrRequest, w.Subscribe.Encoding)
 			}
 			s.Encoding = enc
 		}
 		if p := w.Subscribe.Pipelines; p != nil {
 			if len(*p) > maxSubscribePipelines {
-				return request{}, fmt.Errorf("%w: %d pipelines (at most %d)", ErrRequest, len(*p), maxSubscribePipelines)
+				return Request{}, fmt.Errorf("%w: %d pipelines (at most %d)", ErrRequest, len(*p), maxSubscribePipelines)
 			}
 			s.Pipelines = make([]string, 0, len(*p))
 			for _, name := range *p {
 				if name == "" || len(name) > maxPipelineName {
-					return request{}, fmt.Errorf("%w: pipeline name must be 1 to %d bytes", ErrRequest, maxPipelineName)
+					return Request{}, fmt.Errorf("%w: pipeline name must be 1 to %d bytes", ErrRequest, maxPipelineName)
 				}
 				s.Pipelines = append(s.Pipelines, name)
 			}
 		}
-		return request{sub: s}, nil
+		return Request{Subscribe: s}, nil
 	case w.Reload != nil:
 		if *w.Reload != "engines" {
-			return request{}, fmt.Errorf("%w: cannot reload %q (only \"engines\" is supported)", ErrRequest, truncate(*w.Reload, 64))
+			return Request{}, fmt.Errorf("%w: cannot reload %q (only \"engines\" is supported)", ErrRequest, truncate(*w.Reload, 64))
 		}
-		return request{control: &ControlRequest{Reload: *w.Reload}}, nil
+		return Request{Control: &ControlRequest{Reload: *w.Reload}}, nil
 	}
-	return request{}, fmt.Errorf("%w: empty request; %s", ErrRequest, requestHelp)
+	return Request{}, fmt.Errorf("%w: empty request; %s", ErrRequest, requestHelp)
 }
 
 // jsonProblem describes a decoding error without echoing large input.
@@ -134,8 +137,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// appendRequest appends the request line for s (with its newline).
-func (s *Subscription) appendRequest(b []byte) []byte {
+// AppendRequest appends the subscribe request line for s (with its newline).
+func (s *Subscription) AppendRequest(b []byte) []byte {
 	type sub struct {
 		Pipelines *[]string `json:"pipelines,omitempty"`
 		Encoding  string    `json:"encoding,omitempty"`

@@ -1,4 +1,4 @@
-package stream
+package socketsink
 
 import (
 	"bufio"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/runtime/stream/streamtest"
 )
 
 // TestSocketClientsThatDoNotReadLoseTheirPlace: a client that subscribes
@@ -20,7 +23,7 @@ import (
 // skips them.
 func TestSocketClientsThatDoNotReadLoseTheirPlace(t *testing.T) {
 	const ka, wt = 200 * time.Millisecond, 300 * time.Millisecond
-	s, ev := newSocket(t, SocketOptions{Keepalive: ka, WriteTimeout: wt, MaxClientsPerUID: 8})
+	s, ev := newSocket(t, Options{Keepalive: ka, WriteTimeout: wt, MaxClientsPerUID: 8})
 	silent := func(subscribe bool) net.Conn {
 		c, err := net.Dial("unix", s.Path())
 		if err != nil {
@@ -54,16 +57,16 @@ func TestSocketClientsThatDoNotReadLoseTheirPlace(t *testing.T) {
 			lines <- line
 		}
 	}()
-	quiet := dial(t, s, ev, &Subscription{Pipelines: []string{"front"}}) // reads through Client
+	quiet := dial(t, s, ev, &stream.Subscription{Pipelines: []string{"front"}}) // reads through Client
 	got := make(chan error, 1)
 	go func() {
-		var m Message
+		var m stream.Message
 		for {
 			if err := quiet.Next(&m); err != nil {
 				got <- err
 				return
 			}
-			if m.Rec.Event == EventKeepalive {
+			if m.Rec.Event == stream.EventKeepalive {
 				got <- errors.New("Client.Next returned a keepalive")
 				return
 			}
@@ -106,7 +109,7 @@ func TestSocketClientsThatDoNotReadLoseTheirPlace(t *testing.T) {
 	if st := s.Stats(); st.Clients != 2 || st.Unread != 2 || st.SlowDisconnects != 2 {
 		t.Fatalf("stats %+v: want the two readers left and two clients cut for reading nothing", st)
 	}
-	s.Publish(result("front", 1))
+	s.Publish(streamtest.Result("front", 1))
 	select {
 	case err := <-got:
 		if err != nil {
@@ -125,10 +128,10 @@ func TestSocketClientsThatDoNotReadLoseTheirPlace(t *testing.T) {
 // with ErrTooManyForUID, in an error record that says so; another place
 // frees when one of its clients leaves.
 func TestSocketClientsPerUID(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{MaxClients: 4})
+	s, ev := newSocket(t, Options{MaxClients: 4})
 	a := dial(t, s, ev, nil)
 	dial(t, s, ev, nil)
-	c, err := Dial(context.Background(), s.Path(), nil)
+	c, err := stream.Dial(context.Background(), s.Path(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package stream
+package socketsink
 
 import (
 	"context"
@@ -18,6 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/runtime/stream/streamtest"
 )
 
 // waitTimeout bounds every wait in these tests; it is generous because
@@ -70,7 +73,7 @@ func socketPath(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "s.sock")
 }
 
-func newSocket(t *testing.T, opts SocketOptions) (*Socket, *events) {
+func newSocket(t *testing.T, opts Options) (*Sink, *events) {
 	t.Helper()
 	ev := newEvents()
 	if opts.Path == "" && opts.Listener == nil {
@@ -80,7 +83,7 @@ func newSocket(t *testing.T, opts SocketOptions) (*Socket, *events) {
 	if opts.OnClient == nil {
 		opts.OnClient = ev.on
 	}
-	s, err := NewSocket(opts)
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +92,11 @@ func newSocket(t *testing.T, opts SocketOptions) (*Socket, *events) {
 }
 
 // dial connects and waits until the sink admitted the client.
-func dial(t *testing.T, s *Socket, ev *events, sub *Subscription) *Client {
+func dial(t *testing.T, s *Sink, ev *events, sub *stream.Subscription) *stream.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c, err := Dial(ctx, s.Path(), sub)
+	c, err := stream.Dial(ctx, s.Path(), sub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +105,10 @@ func dial(t *testing.T, s *Socket, ev *events, sub *Subscription) *Client {
 	return c
 }
 
-func result(pipeline string, frame uint64) *Record {
-	return &Record{Kind: KindResult, Pipeline: pipeline, FrameSeq: frame, TCaptureNs: int64(frame) * 1000,
-		Engine:  EngineRef{Name: "demo", Generation: 1, SHA256: "abc"},
-		Outputs: []Output{{Name: "top", Kind: OutputClasses, Classes: []Class{{Index: int(frame % 3), Label: "c", Score: 0.5}}}}}
-}
-
 // next reads one record or fails the test.
-func next(t *testing.T, c *Client) Message {
+func next(t *testing.T, c *stream.Client) stream.Message {
 	t.Helper()
-	var m Message
+	var m stream.Message
 	done := make(chan error, 1)
 	go func() { done <- c.Next(&m) }()
 	select {
@@ -132,18 +129,18 @@ func TestSocketDeliversInOrder(t *testing.T) {
 	// with what they were sent unread while the first is read, which on a
 	// loaded machine can take longer than the default WriteTimeout (5 s)
 	// that would cut them off. Slow clients are TestSocketSlowClient's.
-	s, ev := newSocket(t, SocketOptions{QueueLen: 1024, WriteTimeout: waitTimeout})
-	var clients []*Client
+	s, ev := newSocket(t, Options{QueueLen: 1024, WriteTimeout: waitTimeout})
+	var clients []*stream.Client
 	for i := 0; i < 3; i++ {
 		clients = append(clients, dial(t, s, ev, nil))
 	}
 	const n = 600
 	for i := 1; i <= n; i++ {
 		if i%100 == 0 {
-			s.Publish(&Record{Kind: KindStatus, Event: "source_up", Source: "cam", TNs: int64(i)})
+			s.Publish(&stream.Record{Kind: stream.KindStatus, Event: "source_up", Source: "cam", TNs: int64(i)})
 			continue
 		}
-		s.Publish(result("front", uint64(i)))
+		s.Publish(streamtest.Result("front", uint64(i)))
 	}
 	for ci, c := range clients {
 		for i := 1; i <= n; i++ {
@@ -189,7 +186,7 @@ func TestSocketModeAndGroup(t *testing.T) {
 		path := socketPath(t)
 		// A umask that would make the file wider or narrower must not matter.
 		old := syscall.Umask(0)
-		s, _ := newSocket(t, SocketOptions{Path: path, Mode: tc.mode, Group: tc.group})
+		s, _ := newSocket(t, Options{Path: path, Mode: tc.mode, Group: tc.group})
 		syscall.Umask(old)
 		fi, err := os.Lstat(path)
 		if err != nil {
@@ -208,7 +205,7 @@ func TestSocketModeAndGroup(t *testing.T) {
 			t.Fatalf("socket file still there after Close: %v", err)
 		}
 	}
-	if _, err := NewSocket(SocketOptions{Path: socketPath(t), Group: "no-such-group-edged", NoActivation: true}); err == nil || !strings.Contains(err.Error(), "no-such-group-edged") {
+	if _, err := New(Options{Path: socketPath(t), Group: "no-such-group-edged", NoActivation: true}); err == nil || !strings.Contains(err.Error(), "no-such-group-edged") {
 		t.Fatalf("unknown group: %v", err)
 	}
 }
@@ -224,9 +221,9 @@ func TestSocketReplacesStale(t *testing.T) {
 	if _, err := os.Lstat(path); err != nil {
 		t.Fatal(err)
 	}
-	s, ev := newSocket(t, SocketOptions{Path: path})
+	s, ev := newSocket(t, Options{Path: path})
 	c := dial(t, s, ev, nil)
-	s.Publish(result("p", 1))
+	s.Publish(streamtest.Result("p", 1))
 	if m := next(t, c); m.Rec.FrameSeq != 1 {
 		t.Fatalf("got %+v", m.Rec)
 	}
@@ -239,7 +236,7 @@ func TestSocketRefusesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, err = NewSocket(SocketOptions{Path: path, NoActivation: true})
+	_, err = New(Options{Path: path, NoActivation: true})
 	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("NewSocket on a live socket: %v, want ErrInUse naming the path", err)
 	}
@@ -258,7 +255,7 @@ func TestSocketRefusesLive(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "notasocket")
 	os.WriteFile(file, []byte("keep me"), 0o644)
-	if _, err := NewSocket(SocketOptions{Path: file, NoActivation: true}); !errors.Is(err, ErrNotSocket) {
+	if _, err := New(Options{Path: file, NoActivation: true}); !errors.Is(err, ErrNotSocket) {
 		t.Fatalf("NewSocket over a regular file: %v", err)
 	}
 	if b, _ := os.ReadFile(file); string(b) != "keep me" {
@@ -268,7 +265,7 @@ func TestSocketRefusesLive(t *testing.T) {
 
 func TestSocketCloseKeepsForeignFile(t *testing.T) {
 	path := socketPath(t)
-	s, _ := newSocket(t, SocketOptions{Path: path})
+	s, _ := newSocket(t, Options{Path: path})
 	// Someone replaces the socket file (e.g. a second instance started
 	// after deleting ours); Close must not remove theirs.
 	os.Remove(path)
@@ -294,7 +291,7 @@ func TestSocketCloseKeepsForeignFile(t *testing.T) {
 // the paced publishing below, a slow machine cut the client off (300 ms)
 // before its queue of 64 was full, with nothing dropped.
 func TestSocketSlowClient(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{QueueLen: 16, WriteTimeout: time.Second})
+	s, ev := newSocket(t, Options{QueueLen: 16, WriteTimeout: time.Second})
 	stuck, err := net.Dial("unix", s.Path()) // never reads
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +299,7 @@ func TestSocketSlowClient(t *testing.T) {
 	defer stuck.Close()
 	stuckEv := ev.wait(t, ClientConnected)
 
-	big := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "raw", Kind: OutputRaw, Shape: []int64{512}, Data: make([]float32, 512)}}}
+	big := &stream.Record{Kind: stream.KindResult, Pipeline: "p", Outputs: []stream.Output{{Name: "raw", Kind: stream.OutputRaw, Shape: []int64{512}, Data: make([]float32, 512)}}}
 	for i := range big.Outputs[0].Data {
 		big.Outputs[0].Data[i] = float32(i) * 1.25
 	}
@@ -323,7 +320,7 @@ func TestSocketSlowClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	good, err := Dial(ctx, s.Path(), nil)
+	good, err := stream.Dial(ctx, s.Path(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +339,7 @@ func TestSocketSlowClient(t *testing.T) {
 	got := make(chan uint64, 1)
 	readerErr := make(chan error, 1)
 	go func() {
-		var m Message
+		var m stream.Message
 		for {
 			if err := good.Next(&m); err != nil {
 				readerErr <- err
@@ -390,13 +387,13 @@ func TestSocketSlowClient(t *testing.T) {
 func TestSocket64Clients(t *testing.T) {
 	const clients, n = 64, 300
 	// All of one uid; no keepalives among the records counted.
-	s, ev := newSocket(t, SocketOptions{QueueLen: 512, MaxClientsPerUID: clients, Keepalive: time.Hour})
-	cs := make([]*Client, clients)
+	s, ev := newSocket(t, Options{QueueLen: 512, MaxClientsPerUID: clients, Keepalive: time.Hour})
+	cs := make([]*stream.Client, clients)
 	for i := range cs {
 		cs[i] = dial(t, s, ev, nil)
 	}
 	for i := 1; i <= n; i++ {
-		s.Publish(result("p", uint64(i)))
+		s.Publish(streamtest.Result("p", uint64(i)))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
@@ -404,7 +401,7 @@ func TestSocket64Clients(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var m Message
+			var m stream.Message
 			for i := 1; i <= n; i++ {
 				if err := c.Next(&m); err != nil {
 					errs <- fmt.Errorf("client %d record %d: %w", ci, i, err)
@@ -428,10 +425,10 @@ func TestSocket64Clients(t *testing.T) {
 }
 
 func TestSocketMaxClients(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{MaxClients: 2, MaxClientsPerUID: 2})
+	s, ev := newSocket(t, Options{MaxClients: 2, MaxClientsPerUID: 2})
 	dial(t, s, ev, nil)
 	dial(t, s, ev, nil)
-	c, err := Dial(context.Background(), s.Path(), nil)
+	c, err := stream.Dial(context.Background(), s.Path(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,27 +453,27 @@ func TestPublishAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counting")
 	}
-	s, ev := newSocket(t, SocketOptions{})
+	s, ev := newSocket(t, Options{})
 	for i := 0; i < 4; i++ {
-		enc := NDJSON
+		enc := stream.NDJSON
 		if i%2 == 1 {
-			enc = CBOR
+			enc = stream.CBOR
 		}
-		c := dial(t, s, ev, &Subscription{Encoding: enc})
+		c := dial(t, s, ev, &stream.Subscription{Encoding: enc})
 		if m := next(t, c); m.Rec.Event != "subscribed" { // the subscription is in effect
 			t.Fatalf("first record %+v", m.Rec)
 		}
 		go func() { // read raw bytes without decoding: no allocations
 			var buf [32 << 10]byte
 			for {
-				if _, err := c.conn.Read(buf[:]); err != nil {
+				if _, err := c.Conn().Read(buf[:]); err != nil {
 					return
 				}
 			}
 		}()
 	}
-	r := benchRecord()
-	status := &Record{Kind: KindStatus, Event: "source_up", Source: "cam0", Pipeline: "front", TNs: 1}
+	r := streamtest.BenchRecord()
+	status := &stream.Record{Kind: stream.KindStatus, Event: "source_up", Source: "cam0", Pipeline: "front", TNs: 1}
 	for i := 0; i < 5000; i++ { // warm up pools and buffers
 		s.Publish(r)
 		s.Publish(status)
@@ -508,11 +505,11 @@ func TestPublishAllocs(t *testing.T) {
 }
 
 func TestSocketSubscribe(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{QueueLen: 128})
+	s, ev := newSocket(t, Options{QueueLen: 128})
 	all := dial(t, s, ev, nil)
-	onlyB := dial(t, s, ev, &Subscription{Pipelines: []string{"b"}, Encoding: CBOR})
-	none := dial(t, s, ev, &Subscription{Pipelines: []string{}})
-	for _, c := range []*Client{onlyB, none} {
+	onlyB := dial(t, s, ev, &stream.Subscription{Pipelines: []string{"b"}, Encoding: stream.CBOR})
+	none := dial(t, s, ev, &stream.Subscription{Pipelines: []string{}})
+	for _, c := range []*stream.Client{onlyB, none} {
 		m := next(t, c)
 		if m.Rec.Type != "status" || m.Rec.Event != "subscribed" || m.Rec.Seq != 1 {
 			t.Fatalf("first record %+v, want the subscribed reply", m.Rec)
@@ -523,10 +520,10 @@ func TestSocketSubscribe(t *testing.T) {
 		if i%2 == 0 {
 			p = "b"
 		}
-		s.Publish(result(p, uint64(i)))
+		s.Publish(streamtest.Result(p, uint64(i)))
 	}
-	s.Publish(&Record{Kind: KindStatus, Event: "config_reloaded"})
-	s.Publish(&Record{Kind: KindStatus, Event: "source_down", Pipeline: "a"})
+	s.Publish(&stream.Record{Kind: stream.KindStatus, Event: "config_reloaded"})
+	s.Publish(&stream.Record{Kind: stream.KindStatus, Event: "source_down", Pipeline: "a"})
 
 	for i := 1; i <= 12; i++ {
 		if m := next(t, all); m.Rec.Seq != uint64(i) {
@@ -535,7 +532,7 @@ func TestSocketSubscribe(t *testing.T) {
 	}
 	for i := 2; i <= 6; i++ {
 		m := next(t, onlyB)
-		if m.Encoding != CBOR || m.Rec.Pipeline != "b" || m.Rec.FrameSeq != uint64(2*(i-1)) || m.Rec.Seq != uint64(i) {
+		if m.Encoding != stream.CBOR || m.Rec.Pipeline != "b" || m.Rec.FrameSeq != uint64(2*(i-1)) || m.Rec.Seq != uint64(i) {
 			t.Fatalf("onlyB record %+v (%v)", m.Rec, m.Encoding)
 		}
 	}
@@ -551,18 +548,18 @@ func TestSocketSubscribe(t *testing.T) {
 // keep NDJSON, the reply and everything after are CBOR, and the client's
 // decoder reads them all, in order, without a gap.
 func TestSocketSwitchEncodingMidStream(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{QueueLen: 4096})
+	s, ev := newSocket(t, Options{QueueLen: 4096})
 	c := dial(t, s, ev, nil)
 	const n = 2000
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := 1; i <= n; i++ {
-			s.Publish(result("p", uint64(i)))
+			s.Publish(streamtest.Result("p", uint64(i)))
 		}
 	}()
-	sub := &Subscription{Encoding: CBOR}
-	if err := c.send(sub.appendRequest(nil)); err != nil {
+	sub := &stream.Subscription{Encoding: stream.CBOR}
+	if err := c.Send(sub.AppendRequest(nil)); err != nil {
 		t.Fatal(err)
 	}
 	seenReply := false
@@ -573,7 +570,7 @@ func TestSocketSwitchEncodingMidStream(t *testing.T) {
 			t.Fatalf("gap of %d before seq %d", m.Missed, m.Rec.Seq)
 		}
 		if m.Rec.Type == "status" {
-			if m.Rec.Event != "subscribed" || m.Encoding != CBOR || seenReply {
+			if m.Rec.Event != "subscribed" || m.Encoding != stream.CBOR || seenReply {
 				t.Fatalf("unexpected status %+v in %v", m.Rec, m.Encoding)
 			}
 			seenReply = true
@@ -583,7 +580,7 @@ func TestSocketSwitchEncodingMidStream(t *testing.T) {
 		if m.Rec.FrameSeq != frame {
 			t.Fatalf("frame %d, want %d", m.Rec.FrameSeq, frame)
 		}
-		if want := map[bool]Encoding{false: NDJSON, true: CBOR}[seenReply]; m.Encoding != want {
+		if want := map[bool]stream.Encoding{false: stream.NDJSON, true: stream.CBOR}[seenReply]; m.Encoding != want {
 			t.Fatalf("frame %d in %v, want %v (reply seen: %v)", frame, m.Encoding, want, seenReply)
 		}
 	}
@@ -591,18 +588,18 @@ func TestSocketSwitchEncodingMidStream(t *testing.T) {
 }
 
 func TestSocketBadInput(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{})
+	s, ev := newSocket(t, Options{})
 	c := dial(t, s, ev, nil)
-	c.send([]byte("hello\n"))
+	c.Send([]byte("hello\n"))
 	m := next(t, c)
 	if m.Rec.Type != "error" || !strings.Contains(m.Rec.Error, "bad request") {
 		t.Fatalf("garbage line answered with %+v", m.Rec)
 	}
-	s.Publish(result("p", 1)) // still connected after one bad line
+	s.Publish(streamtest.Result("p", 1)) // still connected after one bad line
 	if m := next(t, c); m.Rec.Type != "result" || m.Rec.Seq != 2 {
 		t.Fatalf("after a bad line: %+v", m.Rec)
 	}
-	c.send([]byte(`{"subscribe":{"pipelines":["a"],"extra":1}}` + "\n" + `{"reload":"everything"}` + "\n"))
+	c.Send([]byte(`{"subscribe":{"pipelines":["a"],"extra":1}}` + "\n" + `{"reload":"everything"}` + "\n"))
 	for i := 0; i < 2; i++ {
 		if m := next(t, c); m.Rec.Type != "error" {
 			t.Fatalf("bad request %d answered with %+v", i, m.Rec)
@@ -616,7 +613,7 @@ func TestSocketBadInput(t *testing.T) {
 // Long lines and floods of garbage do not grow the daemon's memory: the
 // reader has a fixed 4 KiB buffer, and the connection is closed.
 func TestSocketHugeLineBoundedMemory(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{})
+	s, ev := newSocket(t, Options{})
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -630,8 +627,8 @@ func TestSocketHugeLineBoundedMemory(t *testing.T) {
 		c := dial(t, s, ev, nil)
 		werr := make(chan error, 1)
 		go func() {
-			c.conn.SetWriteDeadline(time.Now().Add(waitTimeout))
-			_, err := c.conn.Write(line) // the daemon stops reading after 4 KiB
+			c.Conn().SetWriteDeadline(time.Now().Add(waitTimeout))
+			_, err := c.Conn().Write(line) // the daemon stops reading after 4 KiB
 			werr <- err
 		}()
 		m := next(t, c)
@@ -641,7 +638,7 @@ func TestSocketHugeLineBoundedMemory(t *testing.T) {
 		if err := c.Next(&m); err != io.EOF {
 			t.Fatalf("connection not closed after an oversized line: %v", err)
 		}
-		if e := ev.wait(t, ClientDisconnected); !errors.Is(e.Err, ErrRequest) {
+		if e := ev.wait(t, ClientDisconnected); !errors.Is(e.Err, stream.ErrRequest) {
 			t.Fatalf("disconnect reason %v", e.Err)
 		}
 		if err := <-werr; err == nil {
@@ -650,14 +647,14 @@ func TestSocketHugeLineBoundedMemory(t *testing.T) {
 	}
 	// Eight refused lines close the connection too.
 	c := dial(t, s, ev, nil)
-	c.send([]byte(strings.Repeat("{\"x\":1}\n", 20)))
+	c.Send([]byte(strings.Repeat("{\"x\":1}\n", 20)))
 	for i := 0; i < maxBadRequests+1; i++ {
 		m := next(t, c)
 		if m.Rec.Type != "error" {
 			t.Fatalf("record %d: %+v", i, m.Rec)
 		}
 	}
-	var m Message
+	var m stream.Message
 	if err := c.Next(&m); err != io.EOF {
 		t.Fatalf("garbage flood: connection still open (%v)", err)
 	}
@@ -676,7 +673,7 @@ func TestSocketControl(t *testing.T) {
 	var mu sync.Mutex
 	var got []PeerCred
 	fail := false
-	s, _ := newSocket(t, SocketOptions{OnControl: func(ctx context.Context, req ControlRequest, peer PeerCred) error {
+	s, _ := newSocket(t, Options{OnControl: func(ctx context.Context, req stream.ControlRequest, peer PeerCred) error {
 		if req.Reload != "engines" {
 			return fmt.Errorf("unexpected %q", req.Reload)
 		}
@@ -689,11 +686,11 @@ func TestSocketControl(t *testing.T) {
 		return nil
 	}})
 	for i := 0; i < 20; i++ {
-		s.Publish(result("p", uint64(i))) // no clients yet: nothing queued
+		s.Publish(streamtest.Result("p", uint64(i))) // no clients yet: nothing queued
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if err := RequestReload(ctx, s.Path()); err != nil {
+	if err := stream.RequestReload(ctx, s.Path()); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -702,12 +699,12 @@ func TestSocketControl(t *testing.T) {
 	}
 	fail = true
 	mu.Unlock()
-	if err := RequestReload(ctx, s.Path()); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "model directory unreadable") {
+	if err := stream.RequestReload(ctx, s.Path()); !errors.Is(err, stream.ErrRemote) || !strings.Contains(err.Error(), "model directory unreadable") {
 		t.Fatalf("failing reload: %v", err)
 	}
 
-	s2, _ := newSocket(t, SocketOptions{})
-	if err := RequestReload(ctx, s2.Path()); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "not enabled") {
+	s2, _ := newSocket(t, Options{})
+	if err := stream.RequestReload(ctx, s2.Path()); !errors.Is(err, stream.ErrRemote) || !strings.Contains(err.Error(), "not enabled") {
 		t.Fatalf("reload without OnControl: %v", err)
 	}
 }
@@ -719,12 +716,12 @@ func TestSocketInheritedListener(t *testing.T) {
 	ln := inheritedListener(t, path)
 	defer ln.Close()
 	for round := 0; round < 2; round++ {
-		s, ev := newSocket(t, SocketOptions{Listener: ln})
+		s, ev := newSocket(t, Options{Listener: ln})
 		if s.Path() != path {
 			t.Fatalf("path %q", s.Path())
 		}
 		c := dial(t, s, ev, nil)
-		s.Publish(result("p", uint64(round)))
+		s.Publish(streamtest.Result("p", uint64(round)))
 		if m := next(t, c); m.Rec.FrameSeq != uint64(round) {
 			t.Fatalf("round %d: %+v", round, m.Rec)
 		}
@@ -796,7 +793,7 @@ func TestSocketActivation(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	c, err := Dial(ctx, path, nil)
+	c, err := stream.Dial(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -811,14 +808,14 @@ func helperActivation() {
 	os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid())) // systemd sets it to the child's pid
 	path := os.Getenv("STREAM_TEST_SOCKET")
 	ev := make(chan ClientEvent, 4)
-	s, err := NewSocket(SocketOptions{Name: "results", Path: "/nonexistent/never-bound.sock", OnClient: func(e ClientEvent) { ev <- e }})
+	s, err := New(Options{Name: "results", Path: "/nonexistent/never-bound.sock", OnClient: func(e ClientEvent) { ev <- e }})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	fmt.Println("ready")
 	<-ev
-	s.Publish(&Record{Kind: KindStatus, Event: "activated", Reason: "results " + s.Path(), TNs: 1})
+	s.Publish(&stream.Record{Kind: stream.KindStatus, Event: "activated", Reason: "results " + s.Path(), TNs: 1})
 	_ = path
 	s.Close()
 	os.Exit(0)
@@ -856,7 +853,7 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 	// The helper also belongs to a supplementary group, as a user added to
 	// the socket's group with usermod -aG is.
 	const extraGID = 54321
-	run := func(s *Socket) string {
+	run := func(s *Sink) string {
 		cmd := exec.Command(bin, "-test.run=^$")
 		cmd.Env = append(os.Environ(), "STREAM_TEST_HELPER=client", "STREAM_TEST_SOCKET="+s.Path())
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{extraGID}}}
@@ -867,7 +864,7 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 
-	s, ev := newSocket(t, SocketOptions{Path: path, Mode: 0o666, AllowUIDs: []uint32{0}})
+	s, ev := newSocket(t, Options{Path: path, Mode: 0o666, AllowUIDs: []uint32{0}})
 	out := run(s)
 	if !strings.HasPrefix(out, "error ") || !strings.Contains(out, "uid 65534") || !strings.Contains(out, "not allowed") {
 		t.Fatalf("client of uid %d got %q, want an error record naming its uid", uid, out)
@@ -879,10 +876,10 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 	s.Close()
 
 	// Allowed by a supplementary group (SO_PEERGROUPS).
-	s, ev = newSocket(t, SocketOptions{Path: path, Mode: 0o666, AllowGIDs: []uint32{extraGID}})
+	s, ev = newSocket(t, Options{Path: path, Mode: 0o666, AllowGIDs: []uint32{extraGID}})
 	go func() {
 		ev.wait(t, ClientConnected)
-		s.Publish(result("p", 41))
+		s.Publish(streamtest.Result("p", 41))
 	}()
 	if out := run(s); out != "result 41" {
 		t.Fatalf("allowlisted supplementary group: client got %q", out)
@@ -890,10 +887,10 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 	s.Close()
 
 	// Allowed by gid.
-	s, ev = newSocket(t, SocketOptions{Path: path, Mode: 0o666, AllowUIDs: []uint32{0}, AllowGIDs: []uint32{gid}})
+	s, ev = newSocket(t, Options{Path: path, Mode: 0o666, AllowUIDs: []uint32{0}, AllowGIDs: []uint32{gid}})
 	go func() {
 		ev.wait(t, ClientConnected)
-		s.Publish(result("p", 42))
+		s.Publish(streamtest.Result("p", 42))
 	}()
 	if out := run(s); out != "result 42" {
 		t.Fatalf("allowlisted gid: client got %q", out)
@@ -901,7 +898,7 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 	s.Close()
 
 	// Without o+w on the socket the kernel refuses the connection.
-	s, _ = newSocket(t, SocketOptions{Path: path})
+	s, _ = newSocket(t, Options{Path: path})
 	if out := run(s); !strings.Contains(out, "permission denied") {
 		t.Fatalf("mode 0660: client got %q, want permission denied", out)
 	}
@@ -910,12 +907,12 @@ func TestSocketRejectsOtherUID(t *testing.T) {
 func helperClient() {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	c, err := Dial(ctx, os.Getenv("STREAM_TEST_SOCKET"), nil)
+	c, err := stream.Dial(ctx, os.Getenv("STREAM_TEST_SOCKET"), nil)
 	if err != nil {
 		fmt.Println("dial:", err)
 		os.Exit(0)
 	}
-	var m Message
+	var m stream.Message
 	if err := c.Next(&m); err != nil {
 		fmt.Println("read:", err)
 		os.Exit(0)
@@ -937,7 +934,7 @@ func helperClient() {
 // but a tenth of the decoding, which under -race on a loaded machine took
 // the reader past the deadline (1.6 s of the 3 s when unloaded).
 func TestSocketCloseFlushes(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{QueueLen: 1024, FlushTimeout: 3 * time.Second})
+	s, ev := newSocket(t, Options{QueueLen: 1024, FlushTimeout: 3 * time.Second})
 	reader := dial(t, s, ev, nil)
 	stuck, err := net.Dial("unix", s.Path())
 	if err != nil {
@@ -945,7 +942,7 @@ func TestSocketCloseFlushes(t *testing.T) {
 	}
 	defer stuck.Close()
 	ev.wait(t, ClientConnected)
-	big := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "top", Kind: OutputClasses, Classes: []Class{{Index: 1, Label: strings.Repeat("label ", 340), Score: 0.5}}}}}
+	big := &stream.Record{Kind: stream.KindResult, Pipeline: "p", Outputs: []stream.Output{{Name: "top", Kind: stream.OutputClasses, Classes: []stream.Class{{Index: 1, Label: strings.Repeat("label ", 340), Score: 0.5}}}}}
 	const n = 300
 	for i := 1; i <= n; i++ {
 		big.FrameSeq = uint64(i)
@@ -968,7 +965,7 @@ func TestSocketCloseFlushes(t *testing.T) {
 		}
 	}
 	t.Logf("the reader had the %d records %v after Close began", n, time.Since(start))
-	var m Message
+	var m stream.Message
 	if err := reader.Next(&m); err != io.EOF {
 		t.Fatalf("after the flush: %v, want EOF", err)
 	}
@@ -988,7 +985,7 @@ func TestSocketCloseFlushes(t *testing.T) {
 }
 
 func TestSocketRunCancel(t *testing.T) {
-	s, _ := newSocket(t, SocketOptions{})
+	s, _ := newSocket(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -1009,14 +1006,14 @@ func TestSocketRunCancel(t *testing.T) {
 // Large records for a client that does not read: memory stays near the
 // per-client byte budget, not QueueLen × record size.
 func TestSocketQueueBytesBound(t *testing.T) {
-	s, ev := newSocket(t, SocketOptions{QueueLen: 256, QueueBytes: 1 << 20, WriteTimeout: waitTimeout})
+	s, ev := newSocket(t, Options{QueueLen: 256, QueueBytes: 1 << 20, WriteTimeout: waitTimeout})
 	stuck, err := net.Dial("unix", s.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stuck.Close()
 	ev.wait(t, ClientConnected)
-	big := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "t", Kind: OutputRaw, Shape: []int64{12000}, Data: make([]float32, 12000)}}}
+	big := &stream.Record{Kind: stream.KindResult, Pipeline: "p", Outputs: []stream.Output{{Name: "t", Kind: stream.OutputRaw, Shape: []int64{12000}, Data: make([]float32, 12000)}}}
 	for i := range big.Outputs[0].Data {
 		big.Outputs[0].Data[i] = float32(i) / 7
 	}
@@ -1056,7 +1053,7 @@ func selfCommand(bin string, args ...string) *exec.Cmd {
 // side keeps reading and is kept until it closes.
 func TestSocketReapsClientsThatReceiveNothing(t *testing.T) {
 	const max = 3
-	s, ev := newSocket(t, SocketOptions{MaxClients: max})
+	s, ev := newSocket(t, Options{MaxClients: max})
 	hangups := []struct {
 		name string
 		send string
@@ -1101,9 +1098,9 @@ func TestSocketReapsClientsThatReceiveNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the sink has read the EOF
-	s.Publish(result("p", 1))
-	dec := NewDecoder(half, DecoderOptions{})
-	var m Message
+	s.Publish(streamtest.Result("p", 1))
+	dec := stream.NewDecoder(half, stream.DecoderOptions{})
+	var m stream.Message
 	half.SetReadDeadline(time.Now().Add(waitTimeout))
 	if err := dec.Next(&m); err != nil || m.Rec.FrameSeq != 1 {
 		t.Fatalf("half-closed client: %v %+v", err, m.Rec)
@@ -1139,7 +1136,7 @@ func (s slowReader) Read(b []byte) (int, error) {
 // nothing is still cut off.
 func TestSocketSteadySlowReaderStays(t *testing.T) {
 	const wt = 400 * time.Millisecond
-	s, ev := newSocket(t, SocketOptions{QueueLen: 64, WriteTimeout: wt})
+	s, ev := newSocket(t, Options{QueueLen: 64, WriteTimeout: wt})
 	stuck, err := net.Dial("unix", s.Path()) // never reads
 	if err != nil {
 		t.Fatal(err)
@@ -1158,7 +1155,7 @@ func TestSocketSteadySlowReaderStays(t *testing.T) {
 	// timeouts), and on until it has lost records: on a loaded machine the
 	// publisher can fall below the reader's pace for a while, and a reader
 	// that keeps up shows nothing here.
-	rec := &Record{Kind: KindResult, Pipeline: "p", Outputs: []Output{{Name: "raw", Kind: OutputRaw, Shape: []int64{128}, Data: make([]float32, 128)}}}
+	rec := &stream.Record{Kind: stream.KindResult, Pipeline: "p", Outputs: []stream.Output{{Name: "raw", Kind: stream.OutputRaw, Shape: []int64{128}, Data: make([]float32, 128)}}}
 	for i := range rec.Outputs[0].Data {
 		rec.Outputs[0].Data[i] = float32(i) * 1.125
 	}
@@ -1178,8 +1175,8 @@ func TestSocketSteadySlowReaderStays(t *testing.T) {
 			s.Publish(rec)
 		}
 	}()
-	dec := NewDecoder(slowReader{conn, 1 << 10, 10 * time.Millisecond}, DecoderOptions{FromStart: true})
-	var m Message
+	dec := stream.NewDecoder(slowReader{conn, 1 << 10, 10 * time.Millisecond}, stream.DecoderOptions{FromStart: true})
+	var m stream.Message
 	records, last := 0, uint64(0)
 	for t0 := time.Now(); time.Since(t0) < 3*time.Second || dec.Stats().Missed == 0; {
 		if time.Since(t0) > waitTimeout {

@@ -1,4 +1,4 @@
-package stream
+package socketsink
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edged-dev/edged/internal/backoff"
+	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 )
 
@@ -70,7 +71,7 @@ const maxPoolBytes = 16 << 20
 const maxBadRequests = 8
 
 // SocketOptions configures a Socket. Zero values mean the defaults.
-type SocketOptions struct {
+type Options struct {
 	// Name is the sink's name, used in messages and to find a listener
 	// passed by systemd (FileDescriptorName=).
 	Name string
@@ -95,7 +96,7 @@ type SocketOptions struct {
 	Mode  os.FileMode
 	Group string
 	// Encoding for clients that have not subscribed (default NDJSON).
-	Encoding Encoding
+	Encoding stream.Encoding
 	// MaxClients bounds connected clients (default 64); more get an error
 	// record and are closed.
 	MaxClients int
@@ -137,7 +138,7 @@ type SocketOptions struct {
 	// quickly; ctx ends when the sink closes. A nil error is answered with
 	// a "reload_requested" status record, an error with an error record
 	// carrying its text. When nil, control requests are refused.
-	OnControl func(ctx context.Context, req ControlRequest, peer PeerCred) error
+	OnControl func(ctx context.Context, req stream.ControlRequest, peer PeerCred) error
 	// OnClient, if set, is told about connections, rejections and
 	// disconnections (for logs). It is called from sink goroutines and
 	// must not block or call back into the sink.
@@ -178,7 +179,7 @@ type ClientEvent struct {
 }
 
 // SocketStats are a socket sink's counters since it was created.
-type SocketStats struct {
+type Stats struct {
 	Clients         int    // connected now
 	Accepted        uint64 // connections admitted
 	Rejected        uint64 // connections refused (max clients, allowlist)
@@ -200,7 +201,7 @@ type SocketStats struct {
 type ClientInfo struct {
 	ID            uint64
 	Peer          PeerCred
-	Encoding      Encoding
+	Encoding      stream.Encoding
 	Pipelines     []string // nil: all
 	Sent, Dropped uint64
 	Queued        int
@@ -210,8 +211,8 @@ type ClientInfo struct {
 // Publish encodes a record once and queues it for every client; one writer
 // goroutine per client writes it out, so a slow client costs others
 // nothing.
-type Socket struct {
-	opts  SocketOptions
+type Sink struct {
+	opts  Options
 	ln    *net.UnixListener
 	owned bool   // we bound the socket file
 	id    fileID // of the file we bound
@@ -247,12 +248,12 @@ type Socket struct {
 
 // NewSocket creates the socket (or takes an inherited listener) and starts
 // accepting clients. Close it to stop.
-func NewSocket(opts SocketOptions) (*Socket, error) {
+func New(opts Options) (*Sink, error) {
 	if opts.Mode == 0 {
 		opts.Mode = DefaultSocketMode
 	}
 	if opts.Encoding == 0 {
-		opts.Encoding = NDJSON
+		opts.Encoding = stream.NDJSON
 	}
 	if opts.MaxClients <= 0 {
 		opts.MaxClients = DefaultMaxClients
@@ -279,11 +280,11 @@ func NewSocket(opts SocketOptions) (*Socket, error) {
 	if opts.MaxRecordBytes <= 0 {
 		opts.MaxRecordBytes = DefaultMaxRecordBytes
 	}
-	opts.MaxRecordBytes = min(opts.MaxRecordBytes, MaxCBORMessage)
+	opts.MaxRecordBytes = min(opts.MaxRecordBytes, stream.MaxCBORMessage)
 	opts.AllowUIDs = slices.Clone(opts.AllowUIDs)
 	opts.AllowGIDs = slices.Clone(opts.AllowGIDs)
 
-	s := &Socket{opts: opts, path: opts.Path, acceptDone: make(chan struct{}), closeDone: make(chan struct{})}
+	s := &Sink{opts: opts, path: opts.Path, acceptDone: make(chan struct{}), closeDone: make(chan struct{})}
 	ln := opts.Listener
 	if ln == nil && !opts.NoActivation {
 		ln = InheritedListener(opts.Name, opts.Path)
@@ -311,12 +312,12 @@ func NewSocket(opts SocketOptions) (*Socket, error) {
 }
 
 // Path is the socket's file name.
-func (s *Socket) Path() string { return s.path }
+func (s *Sink) Path() string { return s.path }
 
 // Run waits until ctx is done, then closes the sink (flushing queued
 // records to clients that keep reading) and returns nil. It returns an error
 // only if the listener fails for good.
-func (s *Socket) Run(ctx context.Context) error {
+func (s *Sink) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		s.Close()
@@ -331,8 +332,8 @@ func (s *Socket) Run(ctx context.Context) error {
 // Publish queues r for every client subscribed to it. It never blocks on a
 // client, keeps no reference to r, and allocates nothing once the sink has
 // warmed up. It is safe for concurrent use; after Close it does nothing.
-func (s *Socket) Publish(r *Record) {
-	if r == nil || r.Kind < KindResult || r.Kind > KindError {
+func (s *Sink) Publish(r *stream.Record) {
+	if r == nil || r.Kind < stream.KindResult || r.Kind > stream.KindError {
 		return
 	}
 	s.mu.Lock()
@@ -346,7 +347,7 @@ func (s *Socket) Publish(r *Record) {
 	for _, c := range s.clients {
 		if c.wants(r) {
 			n++
-			if c.enc == CBOR {
+			if c.enc == stream.CBOR {
 				needCBOR = true
 			} else {
 				needJSON = true
@@ -357,7 +358,7 @@ func (s *Socket) Publish(r *Record) {
 		return
 	}
 	e := s.get()
-	level, ok := e.encode(r, needJSON, needCBOR, s.opts.MaxRecordBytes)
+	summarised, ok := e.Encode(r, needJSON, needCBOR, s.opts.MaxRecordBytes)
 	if !ok {
 		s.oversize.Add(1)
 		s.put(e)
@@ -368,7 +369,7 @@ func (s *Socket) Publish(r *Record) {
 		}
 		return
 	}
-	if level > levelFull {
+	if summarised {
 		s.summarised.Add(1)
 	}
 	e.refs.Store(int32(n))
@@ -380,11 +381,11 @@ func (s *Socket) Publish(r *Record) {
 }
 
 // Stats returns the sink's counters.
-func (s *Socket) Stats() SocketStats {
+func (s *Sink) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.clients)
 	s.mu.Unlock()
-	return SocketStats{
+	return Stats{
 		Clients: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), RejectedFull: s.rejectedFull.Load(),
 		RejectedPerUID: s.rejectedPerUID.Load(),
 		Disconnects:    s.disconnects.Load(), SlowDisconnects: s.slow.Load(), Unread: s.unread.Load(),
@@ -395,7 +396,7 @@ func (s *Socket) Stats() SocketStats {
 }
 
 // Clients describes the connected clients.
-func (s *Socket) Clients() []ClientInfo {
+func (s *Sink) Clients() []ClientInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]ClientInfo, 0, len(s.clients))
@@ -412,13 +413,13 @@ func (s *Socket) Clients() []ClientInfo {
 // (up to FlushTimeout), disconnects everyone, waits for the sink's
 // goroutines and removes the socket file if this sink created it. It is
 // idempotent; later calls wait for the first to finish.
-func (s *Socket) Close() error {
+func (s *Sink) Close() error {
 	s.closeOnce.Do(s.close)
 	<-s.closeDone
 	return nil
 }
 
-func (s *Socket) close() {
+func (s *Sink) close() {
 	defer close(s.closeDone)
 	s.cancel()
 	deadline := time.Now().Add(s.opts.FlushTimeout)
@@ -461,7 +462,7 @@ func (s *Socket) close() {
 	}
 }
 
-func (s *Socket) acceptLoop() {
+func (s *Sink) acceptLoop() {
 	defer close(s.acceptDone)
 	failures := 0
 	for {
@@ -494,14 +495,14 @@ func isTemporaryAccept(err error) bool {
 		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EINTR)
 }
 
-func (s *Socket) isClosed() bool {
+func (s *Sink) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
 }
 
 // admit checks a new connection and starts its goroutines.
-func (s *Socket) admit(conn *net.UnixConn) {
+func (s *Sink) admit(conn *net.UnixConn) {
 	peer, err := peerCred(conn)
 	if err != nil {
 		s.reject(conn, PeerCred{PID: -1}, fmt.Errorf("stream: reading peer credentials: %w", err))
@@ -549,7 +550,7 @@ func (s *Socket) admit(conn *net.UnixConn) {
 }
 
 // clientsOf counts the connected clients of uid; s.mu is held.
-func (s *Socket) clientsOf(uid uint32) int {
+func (s *Sink) clientsOf(uid uint32) int {
 	n := 0
 	for _, c := range s.clients {
 		if c.peer.UID == uid {
@@ -560,39 +561,39 @@ func (s *Socket) clientsOf(uid uint32) int {
 }
 
 // reject writes one error record to conn and closes it.
-func (s *Socket) reject(conn *net.UnixConn, peer PeerCred, why error) {
+func (s *Sink) reject(conn *net.UnixConn, peer PeerCred, why error) {
 	s.rejected.Add(1)
-	rec := Record{Kind: KindError, Device: s.opts.Device, Reason: why.Error(), TNs: sensors.Now()}
+	rec := stream.Record{Kind: stream.KindError, Device: s.opts.Device, Reason: why.Error(), TNs: sensors.Now()}
 	var e encoded
-	e.encode(&rec, s.opts.Encoding == NDJSON, s.opts.Encoding == CBOR, 0)
+	e.Encode(&rec, s.opts.Encoding == stream.NDJSON, s.opts.Encoding == stream.CBOR, 0)
 	conn.SetWriteDeadline(time.Now().Add(time.Second))
-	conn.Write(e.appendWire(nil, s.opts.Encoding, 1))
+	conn.Write(e.AppendWire(nil, s.opts.Encoding, 1))
 	conn.Close()
 	s.event(ClientEvent{Kind: ClientRejected, Peer: peer, Err: why})
 }
 
-func (s *Socket) event(ev ClientEvent) {
+func (s *Sink) event(ev ClientEvent) {
 	if s.opts.OnClient != nil {
 		s.opts.OnClient(ev)
 	}
 }
 
 // get takes an encoded record from the pool.
-func (s *Socket) get() *encoded {
+func (s *Sink) get() *encoded {
 	s.poolMu.Lock()
 	defer s.poolMu.Unlock()
 	if n := len(s.free); n > 0 {
 		e := s.free[n-1]
 		s.free[n-1] = nil
 		s.free = s.free[:n-1]
-		s.poolBytes -= e.capBytes()
+		s.poolBytes -= e.CapBytes()
 		return e
 	}
 	return new(encoded)
 }
 
-func (s *Socket) put(e *encoded) {
-	c := e.capBytes()
+func (s *Sink) put(e *encoded) {
+	c := e.CapBytes()
 	s.poolMu.Lock()
 	defer s.poolMu.Unlock()
 	// Live records: at most the newest QueueLen (every queue drops its
@@ -604,28 +605,37 @@ func (s *Socket) put(e *encoded) {
 }
 
 // release drops one reference to e.
-func (s *Socket) release(e *encoded) {
+func (s *Sink) release(e *encoded) {
 	if e.refs.Add(-1) == 0 {
 		s.put(e)
 	}
+}
+
+// encoded is one published record, encoded once and shared by every client
+// queue it was pushed to; each client splices in its own seq at write
+// time. refs counts the queues (and writers) still holding it; the last
+// release returns it to the pool.
+type encoded struct {
+	stream.Encoded
+	refs atomic.Int32
 }
 
 // entry is one queued record for one client.
 type entry struct {
 	e    *encoded
 	seq  uint64
-	enc  Encoding
+	enc  stream.Encoding
 	size int // bytes it will take on the wire
 }
 
 type client struct {
-	s    *Socket
+	s    *Sink
 	id   uint64
 	conn *net.UnixConn
 	peer PeerCred
 
 	// Guarded by s.mu: the subscription.
-	enc       Encoding
+	enc       stream.Encoding
 	pipelines []string
 
 	mu      sync.Mutex // the queue and its state
@@ -656,13 +666,13 @@ type client struct {
 	unreadAfter int
 }
 
-func (c *client) wants(r *Record) bool {
+func (c *client) wants(r *stream.Record) bool {
 	return c.pipelines == nil || r.Pipeline == "" || slices.Contains(c.pipelines, r.Pipeline)
 }
 
 // push queues e (whose refs already count this client), dropping the
 // oldest entries while the queue is over its length or byte bound.
-func (c *client) push(e *encoded, enc Encoding) {
+func (c *client) push(e *encoded, enc stream.Encoding) {
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
@@ -673,7 +683,7 @@ func (c *client) push(e *encoded, enc Encoding) {
 	if c.n == len(c.q) {
 		c.dropOldest()
 	}
-	size := e.wireSize(enc)
+	size := e.WireSize(enc)
 	for c.n > 0 && c.qbytes+size > c.s.opts.QueueBytes {
 		c.dropOldest()
 	}
@@ -710,10 +720,10 @@ func (c *client) skip() {
 
 // pushOwn encodes a record meant for this client alone and queues it.
 // The caller holds s.mu.
-func (c *client) pushOwn(r *Record) {
+func (c *client) pushOwn(r *stream.Record) {
 	r.Device = c.s.opts.Device
 	e := c.s.get()
-	e.encode(r, c.enc == NDJSON, c.enc == CBOR, 0)
+	e.Encode(r, c.enc == stream.NDJSON, c.enc == stream.CBOR, 0)
 	e.refs.Store(1)
 	c.push(e, c.enc)
 }
@@ -815,7 +825,7 @@ func (c *client) idleCheck() error {
 		}
 	}
 	if now.Sub(c.lastWrite) >= c.s.opts.Keepalive {
-		c.reply(&Record{Kind: KindStatus, Event: EventKeepalive, TNs: sensors.Now()})
+		c.reply(&stream.Record{Kind: stream.KindStatus, Event: stream.EventKeepalive, TNs: sensors.Now()})
 		c.lastWrite = now // queued: it is written next
 	}
 	return nil
@@ -860,7 +870,7 @@ func (c *client) writeLoop() {
 			if !ok {
 				break
 			}
-			c.wbuf = ent.e.appendWire(c.wbuf, ent.enc, ent.seq)
+			c.wbuf = ent.e.AppendWire(c.wbuf, ent.enc, ent.seq)
 			c.s.release(ent.e)
 			records++
 		}
@@ -997,7 +1007,7 @@ func (c *client) finish() {
 // hang-up.
 func (c *client) readLoop() {
 	defer c.s.clientsWG.Done()
-	var buf [MaxRequestLine]byte
+	var buf [stream.MaxRequestLine]byte
 	n, bad := 0, 0
 	for {
 		m, err := c.conn.Read(buf[n:])
@@ -1010,14 +1020,14 @@ func (c *client) readLoop() {
 			if !c.handle(bytes.TrimSpace(buf[:i])) {
 				bad++
 				if bad >= maxBadRequests {
-					c.fail(fmt.Errorf("%w: %d refused requests; disconnecting", ErrRequest, bad))
+					c.fail(fmt.Errorf("%w: %d refused requests; disconnecting", stream.ErrRequest, bad))
 					return
 				}
 			}
 			n = copy(buf[:], buf[i+1:n])
 		}
 		if n == len(buf) {
-			c.fail(fmt.Errorf("%w: request line longer than %d bytes; disconnecting", ErrRequest, MaxRequestLine))
+			c.fail(fmt.Errorf("%w: request line longer than %d bytes; disconnecting", stream.ErrRequest, stream.MaxRequestLine))
 			return
 		}
 		if err != nil {
@@ -1069,12 +1079,12 @@ func (c *client) setErr(err error) {
 // fail sends an error record and disconnects after it is written.
 func (c *client) fail(why error) {
 	c.s.badRequests.Add(1)
-	c.reply(&Record{Kind: KindError, Reason: why.Error(), TNs: sensors.Now()})
+	c.reply(&stream.Record{Kind: stream.KindError, Reason: why.Error(), TNs: sensors.Now()})
 	c.setErr(why)
 	c.finishWriting()
 }
 
-func (c *client) reply(r *Record) {
+func (c *client) reply(r *stream.Record) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	c.pushOwn(r)
@@ -1085,33 +1095,33 @@ func (c *client) handle(line []byte) bool {
 	if len(line) == 0 {
 		return true
 	}
-	req, err := parseRequest(line)
+	req, err := stream.ParseRequest(line)
 	if err != nil {
 		c.s.badRequests.Add(1)
-		c.reply(&Record{Kind: KindError, Reason: err.Error(), TNs: sensors.Now()})
+		c.reply(&stream.Record{Kind: stream.KindError, Reason: err.Error(), TNs: sensors.Now()})
 		return false
 	}
 	c.s.requests.Add(1)
-	if req.sub != nil {
-		c.subscribe(req.sub)
+	if req.Subscribe != nil {
+		c.subscribe(req.Subscribe)
 		return true
 	}
 	if c.s.opts.OnControl == nil {
 		c.s.badRequests.Add(1)
-		c.reply(&Record{Kind: KindError, Reason: "stream: control requests are not enabled on this socket; send SIGHUP to the daemon instead", TNs: sensors.Now()})
+		c.reply(&stream.Record{Kind: stream.KindError, Reason: "stream: control requests are not enabled on this socket; send SIGHUP to the daemon instead", TNs: sensors.Now()})
 		return false
 	}
-	if err := c.s.opts.OnControl(c.s.ctx, *req.control, c.peer); err != nil {
-		c.reply(&Record{Kind: KindError, Reason: fmt.Sprintf("stream: reload %s: %v", req.control.Reload, err), TNs: sensors.Now()})
+	if err := c.s.opts.OnControl(c.s.ctx, *req.Control, c.peer); err != nil {
+		c.reply(&stream.Record{Kind: stream.KindError, Reason: fmt.Sprintf("stream: reload %s: %v", req.Control.Reload, err), TNs: sensors.Now()})
 		return true
 	}
-	c.reply(&Record{Kind: KindStatus, Event: "reload_requested", Source: req.control.Reload, TNs: sensors.Now()})
+	c.reply(&stream.Record{Kind: stream.KindStatus, Event: "reload_requested", Source: req.Control.Reload, TNs: sensors.Now()})
 	return true
 }
 
 // subscribe applies a subscription. Records queued before it keep their
 // encoding; the "subscribed" reply and everything after use the new one.
-func (c *client) subscribe(sub *Subscription) {
+func (c *client) subscribe(sub *stream.Subscription) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1125,5 +1135,5 @@ func (c *client) subscribe(sub *Subscription) {
 	if c.pipelines != nil {
 		what = "pipelines [" + strings.Join(c.pipelines, ",") + "]"
 	}
-	c.pushOwn(&Record{Kind: KindStatus, Event: "subscribed", Reason: what + ", encoding " + c.enc.String(), TNs: sensors.Now()})
+	c.pushOwn(&stream.Record{Kind: stream.KindStatus, Event: "subscribed", Reason: what + ", encoding " + c.enc.String(), TNs: sensors.Now()})
 }

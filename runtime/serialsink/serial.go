@@ -1,11 +1,10 @@
-package stream
+package serialsink
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edged-dev/edged/internal/backoff"
+	"github.com/edged-dev/edged/runtime/stream"
 )
 
 // Serial errors.
@@ -27,16 +27,17 @@ var (
 // Serial defaults.
 const (
 	DefaultBaud          = 115200
-	DefaultSerialQueue   = 64
+	DefaultQueue         = 64
 	DefaultMaxFrameBytes = 4096
 	DefaultStallFactor   = 4
 	DefaultStallSlack    = 500 * time.Millisecond
 	DefaultBackoffMin    = 100 * time.Millisecond
 	DefaultBackoffMax    = 5 * time.Second
+	DefaultFlushTimeout  = 2 * time.Second
 )
 
 // SerialOptions configures a Serial sink. Zero values mean the defaults.
-type SerialOptions struct {
+type Options struct {
 	// Name is the sink's name, used in messages.
 	Name string
 	// Device is the port's path. Use a stable name (/dev/serial/by-id/…
@@ -76,37 +77,37 @@ type SerialOptions struct {
 	// OnEvent, if set, is told when the port opens, fails to open, is lost
 	// or stalls (for logs). It is called from the sink's goroutine and must
 	// not block or call back into the sink.
-	OnEvent func(SerialEvent)
+	OnEvent func(Event)
 }
 
 // SerialEventKind says what happened to the port.
-type SerialEventKind uint8
+type EventKind uint8
 
 // Serial event kinds.
 const (
-	SerialOpened SerialEventKind = iota + 1
-	SerialOpenFailed
-	SerialLost    // a write failed (unplugged, hang-up)
-	SerialStalled // a write took too long; the port was closed and is reopened
+	Opened EventKind = iota + 1
+	OpenFailed
+	Lost    // a write failed (unplugged, hang-up)
+	Stalled // a write took too long; the port was closed and is reopened
 )
 
-func (k SerialEventKind) String() string {
+func (k EventKind) String() string {
 	switch k {
-	case SerialOpened:
+	case Opened:
 		return "opened"
-	case SerialOpenFailed:
+	case OpenFailed:
 		return "open_failed"
-	case SerialLost:
+	case Lost:
 		return "lost"
-	case SerialStalled:
+	case Stalled:
 		return "stalled"
 	}
 	return "unknown"
 }
 
 // SerialEvent reports a change of the port's state.
-type SerialEvent struct {
-	Kind   SerialEventKind
+type Event struct {
+	Kind   EventKind
 	Device string
 	Err    error
 	// Retry is the delay before the next open attempt (OpenFailed, Lost,
@@ -115,7 +116,7 @@ type SerialEvent struct {
 }
 
 // SerialStats are a serial sink's counters since it was created.
-type SerialStats struct {
+type Stats struct {
 	Up          bool   // the port is open
 	Published   uint64 // records given to Publish
 	Sent        uint64 // frames written completely
@@ -136,8 +137,8 @@ type sframe struct{ b []byte }
 
 // Serial is a sink that writes records to a serial port. Publish encodes
 // into a bounded queue; one writer goroutine drains it to the port.
-type Serial struct {
-	opts  SerialOptions
+type Sink struct {
+	opts  Options
 	mode  serial.Mode
 	ndj   bool    // NDJSON format
 	bps   float64 // bytes per second at the configured line settings
@@ -172,8 +173,8 @@ type Serial struct {
 // NewSerial checks the options and starts the sink's goroutine, which
 // opens the port (retrying with backoff while it is missing) and writes
 // what is published. Close it to stop.
-func NewSerial(opts SerialOptions) (*Serial, error) {
-	s, err := newSerial(opts)
+func New(opts Options) (*Sink, error) {
+	s, err := newSink(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +182,7 @@ func NewSerial(opts SerialOptions) (*Serial, error) {
 	return s, nil
 }
 
-func newSerial(opts SerialOptions) (*Serial, error) {
+func newSink(opts Options) (*Sink, error) {
 	name := opts.Name
 	if name == "" {
 		name = opts.Device
@@ -228,7 +229,7 @@ func newSerial(opts SerialOptions) (*Serial, error) {
 	default:
 		return nil, bad("stop_bits %d (use 1 or 2)", opts.StopBits)
 	}
-	s := &Serial{opts: opts, mode: mode, wake: make(chan struct{}, 1), stop: make(chan struct{}), runDone: make(chan struct{}), open: serial.Open}
+	s := &Sink{opts: opts, mode: mode, wake: make(chan struct{}, 1), stop: make(chan struct{}), runDone: make(chan struct{}), open: serial.Open}
 	switch opts.Format {
 	case "", "cobs-cbor":
 		s.delim = []byte{0}
@@ -238,7 +239,7 @@ func newSerial(opts SerialOptions) (*Serial, error) {
 		return nil, bad("format %q (use \"cobs-cbor\" or \"ndjson\")", opts.Format)
 	}
 	if s.opts.QueueLen <= 0 {
-		s.opts.QueueLen = DefaultSerialQueue
+		s.opts.QueueLen = DefaultQueue
 	}
 	if s.opts.MaxFrameBytes <= 0 {
 		s.opts.MaxFrameBytes = DefaultMaxFrameBytes
@@ -270,8 +271,8 @@ func newSerial(opts SerialOptions) (*Serial, error) {
 // Publish encodes r into the queue, dropping the oldest queued frame when
 // full. It never waits for the port, keeps no reference to r and
 // allocates nothing in steady state.
-func (s *Serial) Publish(r *Record) {
-	if r == nil || r.Kind < KindResult || r.Kind > KindError {
+func (s *Sink) Publish(r *stream.Record) {
+	if r == nil || r.Kind < stream.KindResult || r.Kind > stream.KindError {
 		return
 	}
 	s.mu.Lock()
@@ -281,41 +282,21 @@ func (s *Serial) Publish(r *Record) {
 	}
 	s.published.Add(1)
 	s.seq++
-	limit := s.opts.MaxFrameBytes
-	fitted := false
-	level := levelFull
-	for ; level < levelCount; level++ {
-		if r.Kind != KindResult && level > levelFull {
-			break
-		}
-		if s.ndj {
-			s.scratch = append(s.scratch[:0], jsonHead(r.Kind)...)
-			s.scratch = strconv.AppendUint(s.scratch, s.seq, 10)
-			s.scratch = appendJSONBody(s.scratch, r, level)
-			fitted = len(s.scratch) <= limit
-		} else {
-			s.scratch = appendCBORHeadPart(s.scratch[:0], r, level)
-			s.scratch = appendCBORHead(s.scratch, cborUint, s.seq)
-			s.scratch = appendCBORBody(s.scratch, r, level)
-			fitted = cobsMaxLen(len(s.scratch)+4)+1 <= limit
-		}
-		if fitted {
-			break
-		}
-	}
+	var summarised, fitted bool
+	s.scratch, summarised, fitted = stream.AppendSerialPayload(s.scratch[:0], r, s.seq, s.ndj, s.opts.MaxFrameBytes)
 	if !fitted {
 		s.oversize.Add(1)
 		s.dropped.Add(1)
 		return
 	}
-	if level > levelFull {
+	if summarised {
 		s.summarised.Add(1)
 	}
 	f := s.takeFrame()
 	if s.ndj {
 		f.b = append(f.b[:0], s.scratch...)
 	} else {
-		f.b = appendSerialFrame(f.b[:0], s.scratch)
+		f.b = stream.FrameSerial(f.b[:0], s.scratch)
 	}
 	s.q[(s.head+s.n)%len(s.q)] = f
 	s.n++
@@ -329,7 +310,7 @@ func (s *Serial) Publish(r *Record) {
 // one when the queue is full (dropping it), else a free one, else a new one.
 // At most QueueLen+2 exist: the queue, the writer's and an abandoned
 // writer's. s.mu is held.
-func (s *Serial) takeFrame() *sframe {
+func (s *Sink) takeFrame() *sframe {
 	if s.n == len(s.q) {
 		f := s.q[s.head]
 		s.q[s.head] = nil
@@ -348,7 +329,7 @@ func (s *Serial) takeFrame() *sframe {
 	return &sframe{b: make([]byte, 0, 256)}
 }
 
-func (s *Serial) popFrame() *sframe {
+func (s *Sink) popFrame() *sframe {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n == 0 {
@@ -361,21 +342,21 @@ func (s *Serial) popFrame() *sframe {
 	return f
 }
 
-func (s *Serial) putFrame(f *sframe) {
+func (s *Sink) putFrame(f *sframe) {
 	s.mu.Lock()
 	s.free = append(s.free, f)
 	s.mu.Unlock()
 }
 
-func (s *Serial) queued() int {
+func (s *Sink) queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.n
 }
 
 // Stats returns the sink's counters.
-func (s *Serial) Stats() SerialStats {
-	return SerialStats{
+func (s *Sink) Stats() Stats {
+	return Stats{
 		Up: s.up.Load(), Published: s.published.Load(), Sent: s.sent.Load(), BytesSent: s.bytesSent.Load(),
 		Dropped: s.dropped.Load(), Summarised: s.summarised.Load(), Oversize: s.oversize.Load(),
 		Reconnects: s.reconnects.Load(), OpenErrors: s.openErrors.Load(), WriteErrors: s.writeErrors.Load(),
@@ -385,7 +366,7 @@ func (s *Serial) Stats() SerialStats {
 
 // Run waits until ctx is done, then closes the sink (flushing what is
 // queued, within FlushTimeout) and returns nil.
-func (s *Serial) Run(ctx context.Context) error {
+func (s *Sink) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-s.runDone:
@@ -398,7 +379,7 @@ func (s *Serial) Run(ctx context.Context) error {
 // goroutine. A writer abandoned in a stalled write(2) is the one goroutine
 // it cannot wait for: it holds one frame and exits when the kernel
 // returns. Close is idempotent.
-func (s *Serial) Close() error {
+func (s *Sink) Close() error {
 	s.closeOnce.Do(func() {
 		s.flushBy.Store(time.Now().Add(s.opts.FlushTimeout).UnixNano())
 		s.mu.Lock()
@@ -410,7 +391,7 @@ func (s *Serial) Close() error {
 	return nil
 }
 
-func (s *Serial) event(ev SerialEvent) {
+func (s *Sink) event(ev Event) {
 	ev.Device = s.opts.Device
 	if s.opts.OnEvent != nil {
 		s.opts.OnEvent(ev)
@@ -418,7 +399,7 @@ func (s *Serial) event(ev SerialEvent) {
 }
 
 // sleep waits d or until Close; false means Close.
-func (s *Serial) sleep(d time.Duration) bool {
+func (s *Sink) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -430,7 +411,7 @@ func (s *Serial) sleep(d time.Duration) bool {
 }
 
 // supervise owns the port: open, write until it fails or stalls, reopen.
-func (s *Serial) supervise() {
+func (s *Sink) supervise() {
 	defer close(s.runDone)
 	var abandoned <-chan struct{} // a stalled writer still blocked in write(2)
 	opened := false
@@ -459,7 +440,7 @@ func (s *Serial) supervise() {
 		if err != nil {
 			s.openErrors.Add(1)
 			d := retry.Failed()
-			s.event(SerialEvent{Kind: SerialOpenFailed, Err: err, Retry: d})
+			s.event(Event{Kind: OpenFailed, Err: err, Retry: d})
 			if !s.sleep(d) {
 				return
 			}
@@ -471,23 +452,23 @@ func (s *Serial) supervise() {
 		opened = true
 		retry.Started()
 		s.up.Store(true)
-		s.event(SerialEvent{Kind: SerialOpened})
+		s.event(Event{Kind: Opened})
 		stuck, err, stopped := s.serve(p)
 		s.up.Store(false)
 		if stopped && err == nil {
 			return
 		}
-		kind := SerialLost
+		kind := Lost
 		if stuck != nil {
 			abandoned = stuck
 			s.abandoned.Store(true)
 			s.stalls.Add(1)
-			kind = SerialStalled
+			kind = Stalled
 		} else {
 			s.writeErrors.Add(1)
 		}
 		if stopped {
-			s.event(SerialEvent{Kind: kind, Err: err})
+			s.event(Event{Kind: kind, Err: err})
 			return
 		}
 		// A port that served a while is retried from the shortest delay
@@ -497,7 +478,7 @@ func (s *Serial) supervise() {
 		if d == 0 {
 			d = retry.Policy.Delay(0)
 		}
-		s.event(SerialEvent{Kind: kind, Err: err, Retry: d})
+		s.event(Event{Kind: kind, Err: err, Retry: d})
 		if !s.sleep(d) {
 			return
 		}
@@ -506,8 +487,8 @@ func (s *Serial) supervise() {
 
 // ProbeSerial opens the port of opts as the sink does (the same line
 // settings, DTR and RTS) and closes it again: edged check's probe.
-func ProbeSerial(opts SerialOptions) error {
-	s, err := newSerial(opts)
+func Probe(opts Options) error {
+	s, err := newSink(opts)
 	if err != nil {
 		return err
 	}
@@ -518,7 +499,7 @@ func ProbeSerial(opts SerialOptions) error {
 	return p.Close()
 }
 
-func (s *Serial) openPort() (serial.Port, error) {
+func (s *Sink) openPort() (serial.Port, error) {
 	mode := s.mode
 	p, err := s.open(s.opts.Device, &mode)
 	if err != nil {
@@ -551,7 +532,7 @@ const (
 // serve runs a writer on p until a write fails (err), a write stalls
 // (stuck: closed when the abandoned writer finally returns) or Close
 // (stopped). p is closed when it returns.
-func (s *Serial) serve(p serial.Port) (stuck <-chan struct{}, err error, stopped bool) {
+func (s *Sink) serve(p serial.Port) (stuck <-chan struct{}, err error, stopped bool) {
 	w := &serialWriter{s: s, p: p, errc: make(chan error, 1), stalled: make(chan struct{}, 1),
 		done: make(chan struct{}), quit: make(chan struct{})}
 	w.timer = time.AfterFunc(time.Hour, w.onStall)
@@ -595,7 +576,7 @@ func (s *Serial) serve(p serial.Port) (stuck <-chan struct{}, err error, stopped
 }
 
 type serialWriter struct {
-	s       *Serial
+	s       *Sink
 	p       serial.Port
 	state   atomic.Int32
 	timer   *time.Timer
@@ -685,7 +666,7 @@ func (w *serialWriter) fail(err error) {
 // pty closed, a USB adapter unplugged: the kernel reports those as EIO,
 // ENXIO or ENODEV, or as an empty read, depending on timing); Close wakes
 // it.
-func OpenSerialReader(device string, baud int) (io.ReadCloser, error) {
+func OpenReader(device string, baud int) (io.ReadCloser, error) {
 	if baud <= 0 {
 		baud = DefaultBaud
 	}

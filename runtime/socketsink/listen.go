@@ -1,4 +1,4 @@
-package stream
+package socketsink
 
 import (
 	"errors"
@@ -189,7 +189,7 @@ func bindPrivate(path string, mode os.FileMode, gid int) (*net.UnixListener, str
 // to replace), and a live socket is recognised from /proc/net/unix
 // without connecting to it (a connection to a socket-activated one would
 // start its service). It is edged check's probe.
-func ProbeSocket(opts SocketOptions) error {
+func Probe(opts Options) error {
 	if opts.Mode == 0 {
 		opts.Mode = DefaultSocketMode
 	}

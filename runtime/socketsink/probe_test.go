@@ -1,4 +1,4 @@
-package stream
+package socketsink
 
 import (
 	"errors"
@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // TestProbeSocket: edged check's socket probe does what NewSocket does
@@ -22,7 +20,7 @@ import (
 func TestProbeSocket(t *testing.T) {
 	dir := t.TempDir()
 	deep := filepath.Join(dir, "a", "b", "edged.sock")
-	if err := ProbeSocket(SocketOptions{Path: deep}); !errors.Is(err, ErrNoFolder) {
+	if err := Probe(Options{Path: deep}); !errors.Is(err, ErrNoFolder) {
 		t.Fatalf("probe in missing folders: %v, want ErrNoFolder", err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "a")); !errors.Is(err, os.ErrNotExist) {
@@ -46,7 +44,7 @@ func TestProbeSocket(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if err := ProbeSocket(SocketOptions{Path: live}); !errors.Is(err, ErrInUse) {
+	if err := Probe(Options{Path: live}); !errors.Is(err, ErrInUse) {
 		t.Errorf("a socket in use: %v, want ErrInUse", err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -62,22 +60,22 @@ func TestProbeSocket(t *testing.T) {
 	sl.SetUnlinkOnClose(false)
 	sl.Close()
 	before, _ := os.Lstat(stale)
-	if err := ProbeSocket(SocketOptions{Path: stale}); err != nil {
+	if err := Probe(Options{Path: stale}); err != nil {
 		t.Errorf("a stale socket: %v", err)
 	}
 	if after, err := os.Lstat(stale); err != nil || !os.SameFile(before, after) {
 		t.Errorf("the probe replaced or removed the stale socket: %v", err)
 	}
 
-	if err := ProbeSocket(SocketOptions{Path: filepath.Join(dir, "g.sock"), Group: "edged-no-such-group"}); err == nil || !strings.Contains(err.Error(), "edged-no-such-group") {
+	if err := Probe(Options{Path: filepath.Join(dir, "g.sock"), Group: "edged-no-such-group"}); err == nil || !strings.Contains(err.Error(), "edged-no-such-group") {
 		t.Errorf("an unknown group: %v", err)
 	}
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o644)
-	if err := ProbeSocket(SocketOptions{Path: filepath.Join(file, "x.sock")}); err == nil {
+	if err := Probe(Options{Path: filepath.Join(file, "x.sock")}); err == nil {
 		t.Error("a path through a file: accepted")
 	}
-	if err := ProbeSocket(SocketOptions{Path: "/" + strings.Repeat("x", 120)}); err == nil || !strings.Contains(err.Error(), "longer than") {
+	if err := Probe(Options{Path: "/" + strings.Repeat("x", 120)}); err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Errorf("a path too long: %v", err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -89,40 +87,20 @@ func TestProbeSocket(t *testing.T) {
 	if os.Geteuid() != 0 {
 		ro := filepath.Join(dir, "ro")
 		os.Mkdir(ro, 0o500)
-		if err := ProbeSocket(SocketOptions{Path: filepath.Join(ro, "x.sock")}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		if err := Probe(Options{Path: filepath.Join(ro, "x.sock")}); err == nil || !strings.Contains(err.Error(), "permission denied") {
 			t.Errorf("a folder this user cannot write: %v", err)
 		}
 	}
-	if _, err := NewSocket(SocketOptions{Path: deep}); !errors.Is(err, ErrNoFolder) {
+	if _, err := New(Options{Path: deep}); !errors.Is(err, ErrNoFolder) {
 		t.Fatalf("NewSocket where the probe refused a missing folder: %v", err)
 	}
 	os.MkdirAll(filepath.Dir(deep), 0o755)
-	if err := ProbeSocket(SocketOptions{Path: deep}); err != nil {
+	if err := Probe(Options{Path: deep}); err != nil {
 		t.Fatalf("probe once the folder is there: %v", err)
 	}
-	s, err := NewSocket(SocketOptions{Path: deep})
+	s, err := New(Options{Path: deep})
 	if err != nil {
 		t.Fatalf("NewSocket where the probe passed: %v", err)
 	}
 	s.Close()
-}
-
-// TestProbeSerial opens a pty as the serial sink would, and refuses a
-// device that is not there or not a terminal.
-func TestProbeSerial(t *testing.T) {
-	master, slave, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	defer master.Close()
-	defer slave.Close()
-	if err := ProbeSerial(SerialOptions{Device: slave.Name(), Baud: 115200}); err != nil {
-		t.Errorf("pty: %v", err)
-	}
-	if err := ProbeSerial(SerialOptions{Device: filepath.Join(t.TempDir(), "ttyNone")}); err == nil || !strings.Contains(err.Error(), "ttyNone") {
-		t.Errorf("missing device: %v", err)
-	}
-	if err := ProbeSerial(SerialOptions{Device: slave.Name(), Parity: "sometimes"}); err == nil {
-		t.Error("bad parity accepted")
-	}
 }

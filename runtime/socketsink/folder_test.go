@@ -1,4 +1,4 @@
-package stream
+package socketsink
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 // left next to the socket (.edged-*, nobody holding it) is removed.
 func TestSocketFolderMustExist(t *testing.T) {
 	dir := t.TempDir()
-	_, err := NewSocket(SocketOptions{Path: filepath.Join(dir, "no", "s.sock"), NoActivation: true})
+	_, err := New(Options{Path: filepath.Join(dir, "no", "s.sock"), NoActivation: true})
 	if !errors.Is(err, ErrNoFolder) {
 		t.Fatalf("err %v, want ErrNoFolder", err)
 	}
@@ -20,12 +20,12 @@ func TestSocketFolderMustExist(t *testing.T) {
 		t.Fatalf("the folder was made: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, "file"), nil, 0o600)
-	if _, err := NewSocket(SocketOptions{Path: filepath.Join(dir, "file", "s.sock"), NoActivation: true}); !errors.Is(err, ErrNoFolder) {
+	if _, err := New(Options{Path: filepath.Join(dir, "file", "s.sock"), NoActivation: true}); !errors.Is(err, ErrNoFolder) {
 		t.Fatalf("a file as the folder: %v", err)
 	}
 	os.MkdirAll(filepath.Join(dir, ".edged-4242"), 0o700)
 	os.WriteFile(filepath.Join(dir, ".edged-4242", "s"), nil, 0o600)
-	s, err := NewSocket(SocketOptions{Path: filepath.Join(dir, "s.sock"), NoActivation: true})
+	s, err := New(Options{Path: filepath.Join(dir, "s.sock"), NoActivation: true})
 	if err != nil {
 		t.Fatal(err)
 	}

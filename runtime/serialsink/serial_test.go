@@ -1,4 +1,4 @@
-package stream
+package serialsink
 
 import (
 	"context"
@@ -17,12 +17,19 @@ import (
 
 	"github.com/creack/pty"
 	"go.bug.st/serial"
+
+	"github.com/edged-dev/edged/runtime/socketsink"
+	"github.com/edged-dev/edged/runtime/stream"
+	"github.com/edged-dev/edged/runtime/stream/streamtest"
 )
 
 // newPty returns a pty master and its slave's path; the sink opens the
 // port by path, as it would a UART. The test keeps its own slave fd open so
 // the master does not read EIO while the sink has the port closed (between
 // reopens, after Close); closing the master still hangs up the sink's fd.
+// waitTimeout bounds every wait for an event or a frame.
+const waitTimeout = 20 * time.Second
+
 func newPty(t *testing.T) (*os.File, string) {
 	t.Helper()
 	m, sl, err := pty.Open()
@@ -36,11 +43,11 @@ func newPty(t *testing.T) (*os.File, string) {
 	return m, sl.Name()
 }
 
-func newSerialSink(t *testing.T, opts SerialOptions) (*Serial, chan SerialEvent) {
+func newSerialSink(t *testing.T, opts Options) (*Sink, chan Event) {
 	t.Helper()
-	ev := make(chan SerialEvent, 1024)
+	ev := make(chan Event, 1024)
 	if opts.OnEvent == nil {
-		opts.OnEvent = func(e SerialEvent) {
+		opts.OnEvent = func(e Event) {
 			select {
 			case ev <- e:
 			default:
@@ -50,7 +57,7 @@ func newSerialSink(t *testing.T, opts SerialOptions) (*Serial, chan SerialEvent)
 	if opts.BackoffMin == 0 {
 		opts.BackoffMin, opts.BackoffMax = 20*time.Millisecond, 200*time.Millisecond
 	}
-	s, err := NewSerial(opts)
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +65,7 @@ func newSerialSink(t *testing.T, opts SerialOptions) (*Serial, chan SerialEvent)
 	return s, ev
 }
 
-func waitSerialEvent(t *testing.T, ev chan SerialEvent, k SerialEventKind) SerialEvent {
+func waitSerialEvent(t *testing.T, ev chan Event, k EventKind) Event {
 	t.Helper()
 	timer := time.NewTimer(waitTimeout)
 	defer timer.Stop()
@@ -77,16 +84,16 @@ func waitSerialEvent(t *testing.T, ev chan SerialEvent, k SerialEventKind) Seria
 // frameReader decodes serial frames from r on a goroutine and hands them
 // over one by one.
 type frameReader struct {
-	msgs chan Message
+	msgs chan stream.Message
 	errc chan error
-	dec  *Decoder
+	dec  *stream.Decoder
 }
 
-func readFrames(r io.Reader, framing Framing) *frameReader {
-	fr := &frameReader{msgs: make(chan Message, 1<<16), errc: make(chan error, 1), dec: NewDecoder(r, DecoderOptions{Framing: framing})}
+func readFrames(r io.Reader, framing stream.Framing) *frameReader {
+	fr := &frameReader{msgs: make(chan stream.Message, 1<<16), errc: make(chan error, 1), dec: stream.NewDecoder(r, stream.DecoderOptions{Framing: framing})}
 	go func() {
 		for {
-			var m Message
+			var m stream.Message
 			if err := fr.dec.Next(&m); err != nil {
 				fr.errc <- err
 				return
@@ -98,7 +105,7 @@ func readFrames(r io.Reader, framing Framing) *frameReader {
 	return fr
 }
 
-func (fr *frameReader) next(t *testing.T) Message {
+func (fr *frameReader) next(t *testing.T) stream.Message {
 	t.Helper()
 	select {
 	case m := <-fr.msgs:
@@ -108,19 +115,19 @@ func (fr *frameReader) next(t *testing.T) Message {
 	case <-time.After(waitTimeout):
 		t.Fatalf("no frame within %v", waitTimeout)
 	}
-	return Message{}
+	return stream.Message{}
 }
 
 // 10,000 results at 921600 baud over a pty decode with no loss, in order.
 func TestSerial10000Results(t *testing.T) {
 	master, path := newPty(t)
 	on := true
-	s, ev := newSerialSink(t, SerialOptions{Device: path, Baud: 921600, QueueLen: 256, DTR: &on, RTS: &on})
-	waitSerialEvent(t, ev, SerialOpened)
-	fr := readFrames(master, FramingSerial)
+	s, ev := newSerialSink(t, Options{Device: path, Baud: 921600, QueueLen: 256, DTR: &on, RTS: &on})
+	waitSerialEvent(t, ev, Opened)
+	fr := readFrames(master, stream.FramingSerial)
 	const n = 10000
 	received := 0
-	check := func(m Message) {
+	check := func(m stream.Message) {
 		received++
 		if m.Rec.Seq != uint64(received) || m.Rec.FrameSeq != uint64(received) || m.Missed != 0 {
 			t.Fatalf("record %d: seq %d frame %d missed %d", received, m.Rec.Seq, m.Rec.FrameSeq, m.Missed)
@@ -133,7 +140,7 @@ func TestSerial10000Results(t *testing.T) {
 		for i-received > 128 { // a pipeline slower than the link: never fill the queue
 			check(fr.next(t))
 		}
-		s.Publish(result("front", uint64(i)))
+		s.Publish(streamtest.Result("front", uint64(i)))
 	}
 	for received < n {
 		check(fr.next(t))
@@ -167,21 +174,21 @@ func (f *faultReader) Read(p []byte) (int, error) {
 // frame is decoded, no damaged one is, and the losses show as seq gaps.
 func TestSerialFaultsResync(t *testing.T) {
 	const n = 400
-	var stream []byte
-	var bounds [][2]int // each frame's [start, end) in stream, delimiter included
-	recs := make([]*Record, n+1)
+	var wire []byte
+	var bounds [][2]int // each frame's [start, end) in wire, delimiter included
+	recs := make([]*stream.Record, n+1)
 	var scratch []byte
-	stream = append(stream, 0)
+	wire = append(wire, 0)
 	for i := 1; i <= n; i++ {
-		r := result("p", uint64(i))
+		r := streamtest.Result("p", uint64(i))
 		if i%7 == 0 {
-			r = benchRecord()
+			r = streamtest.BenchRecord()
 			r.FrameSeq = uint64(i)
 		}
 		recs[i] = r
-		start := len(stream)
-		stream, scratch = AppendSerialFrame(stream, scratch, r, uint64(i))
-		bounds = append(bounds, [2]int{start, len(stream)})
+		start := len(wire)
+		wire, scratch = stream.AppendSerialFrame(wire, scratch, r, uint64(i))
+		bounds = append(bounds, [2]int{start, len(wire)})
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	damaged := map[int]bool{} // frame index (seq-1)
@@ -195,7 +202,7 @@ func TestSerialFaultsResync(t *testing.T) {
 			for {
 				at := b[0] + rng.IntN(b[1]-b[0]-1)
 				bit := byte(1) << rng.IntN(8)
-				if stream[at]^bit != 0 {
+				if wire[at]^bit != 0 {
 					flip[at] = bit
 					break
 				}
@@ -211,17 +218,17 @@ func TestSerialFaultsResync(t *testing.T) {
 			}
 		}
 	}
-	for i, c := range stream {
+	for i, c := range wire {
 		if drop[i] {
 			continue
 		}
 		out = append(out, c^flip[i])
 	}
-	dec := NewDecoder(&faultReader{data: out, rng: rand.New(rand.NewPCG(3, 4))}, DecoderOptions{Framing: FramingSerial})
+	dec := stream.NewDecoder(&faultReader{data: out, rng: rand.New(rand.NewPCG(3, 4))}, stream.DecoderOptions{Framing: stream.FramingSerial})
 	got := map[uint64]bool{}
 	var missed uint64
 	for {
-		var m Message
+		var m stream.Message
 		err := dec.Next(&m)
 		if err == io.EOF {
 			break
@@ -233,7 +240,11 @@ func TestSerialFaultsResync(t *testing.T) {
 		if seq == 0 || seq > n || damaged[int(seq-1)] || got[seq] {
 			t.Fatalf("decoded seq %d, which was damaged or repeated", seq)
 		}
-		if want := wantDecoded(recs[seq], seq); !reflect.DeepEqual(m.Rec, want) {
+		var want stream.Decoded // what the record decodes to unharmed
+		if err := stream.DecodeCBOR(stream.AppendCBOR(nil, recs[seq], seq), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(m.Rec, want) {
 			t.Fatalf("seq %d decoded wrong:\n%+v\nwant\n%+v", seq, m.Rec, want)
 		}
 		got[seq] = true
@@ -283,11 +294,11 @@ func TestSerialReopenAfterHangup(t *testing.T) {
 	if err := os.Symlink(pts1, link); err != nil {
 		t.Fatal(err)
 	}
-	s, ev := newSerialSink(t, SerialOptions{Device: link, Baud: 921600})
-	waitSerialEvent(t, ev, SerialOpened)
-	fr1 := readFrames(master1, FramingSerial)
+	s, ev := newSerialSink(t, Options{Device: link, Baud: 921600})
+	waitSerialEvent(t, ev, Opened)
+	fr1 := readFrames(master1, stream.FramingSerial)
 	for i := 1; i <= 50; i++ {
-		s.Publish(result("p", uint64(i)))
+		s.Publish(streamtest.Result("p", uint64(i)))
 		if m := fr1.next(t); m.Rec.Seq != uint64(i) {
 			t.Fatalf("before unplug: seq %d, want %d", m.Rec.Seq, i)
 		}
@@ -295,11 +306,11 @@ func TestSerialReopenAfterHangup(t *testing.T) {
 	master1.Close() // unplug: the node goes away, and udev removes the by-id link
 	os.Remove(link)
 	// Keep publishing: the first write after the hang-up fails.
-	lost := waitForEvent(t, ev, SerialLost, func() { s.Publish(result("p", 0)) })
+	lost := waitForEvent(t, ev, Lost, func() { s.Publish(streamtest.Result("p", 0)) })
 	if lost.Err == nil {
 		t.Fatal("lost event without an error")
 	}
-	waitSerialEvent(t, ev, SerialOpenFailed) // the device is gone
+	waitSerialEvent(t, ev, OpenFailed) // the device is gone
 
 	master2, pts2 := newPty(t) // replug: a new node behind the stable name
 	tmp := link + ".new"
@@ -307,10 +318,10 @@ func TestSerialReopenAfterHangup(t *testing.T) {
 	if err := os.Rename(tmp, link); err != nil {
 		t.Fatal(err)
 	}
-	fr2 := readFrames(master2, FramingSerial)
-	waitSerialEvent(t, ev, SerialOpened)
-	s.Publish(result("p", 1000))
-	var m Message
+	fr2 := readFrames(master2, stream.FramingSerial)
+	waitSerialEvent(t, ev, Opened)
+	s.Publish(streamtest.Result("p", 1000))
+	var m stream.Message
 	for m = fr2.next(t); m.Rec.FrameSeq != 1000; m = fr2.next(t) {
 	}
 	if st := s.Stats(); st.Reconnects != 1 || !st.Up || st.WriteErrors != 1 {
@@ -323,7 +334,7 @@ func TestSerialReopenAfterHangup(t *testing.T) {
 
 // waitForEvent calls poke repeatedly (event-driven: between polls it waits
 // for events) until an event of kind k arrives.
-func waitForEvent(t *testing.T, ev chan SerialEvent, k SerialEventKind, poke func()) SerialEvent {
+func waitForEvent(t *testing.T, ev chan Event, k EventKind, poke func()) Event {
 	t.Helper()
 	deadline := time.After(waitTimeout)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -347,13 +358,32 @@ func waitForEvent(t *testing.T, ev chan SerialEvent, k SerialEventKind, poke fun
 // the receiver reads again the sink resumes on a reopened port.
 func TestSerialStalledReader(t *testing.T) {
 	master, path := newPty(t)
-	s, ev := newSerialSink(t, SerialOptions{Device: path, Baud: 921600, QueueLen: 32, StallSlack: 200 * time.Millisecond})
-	waitSerialEvent(t, ev, SerialOpened)
-	sock, sev := newSocket(t, SocketOptions{QueueLen: 64})
-	client := dial(t, sock, sev, nil)
+	s, ev := newSerialSink(t, Options{Device: path, Baud: 921600, QueueLen: 32, StallSlack: 200 * time.Millisecond})
+	waitSerialEvent(t, ev, Opened)
+	admitted := make(chan struct{}, 1)
+	sock, err := socketsink.New(socketsink.Options{Path: filepath.Join(t.TempDir(), "s.sock"), QueueLen: 64, NoActivation: true,
+		OnClient: func(ev socketsink.ClientEvent) {
+			if ev.Kind == socketsink.ClientConnected {
+				admitted <- struct{}{}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() })
+	client, err := stream.Dial(t.Context(), sock.Path(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	select { // every record published from now on reaches the client
+	case <-admitted:
+	case <-time.After(waitTimeout):
+		t.Fatal("the socket sink did not admit the client")
+	}
 	got := make(chan uint64, 16)
 	go func() {
-		var m Message
+		var m stream.Message
 		for client.Next(&m) == nil {
 			got <- m.Rec.FrameSeq
 		}
@@ -365,7 +395,7 @@ func TestSerialStalledReader(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	// Nobody reads the master: the pty buffer fills, a write blocks, the
 	// stall is detected and the writer abandoned.
-	r := benchRecord()
+	r := streamtest.BenchRecord()
 	stalled := false
 	for i := uint64(1); i <= 20000; i++ {
 		r.FrameSeq = i
@@ -382,7 +412,7 @@ func TestSerialStalledReader(t *testing.T) {
 		if !stalled {
 			select {
 			case e := <-ev:
-				stalled = e.Kind == SerialStalled
+				stalled = e.Kind == Stalled
 			default:
 			}
 		}
@@ -412,8 +442,8 @@ func TestSerialStalledReader(t *testing.T) {
 
 	// The receiver reads again: the abandoned write completes, the port is
 	// reopened and new records arrive after a resync.
-	fr := readFrames(master, FramingSerial)
-	waitSerialEvent(t, ev, SerialOpened)
+	fr := readFrames(master, stream.FramingSerial)
+	waitSerialEvent(t, ev, Opened)
 	r.FrameSeq = 99999
 	s.Publish(r)
 	for m := fr.next(t); m.Rec.FrameSeq != 99999; m = fr.next(t) {
@@ -425,23 +455,23 @@ func TestSerialStalledReader(t *testing.T) {
 
 func TestSerialNDJSONAndFlush(t *testing.T) {
 	master, path := newPty(t)
-	s, ev := newSerialSink(t, SerialOptions{Device: path, Format: "ndjson", Baud: 921600, QueueLen: 512})
-	waitSerialEvent(t, ev, SerialOpened)
-	fr := readFrames(master, FramingNDJSON)
+	s, ev := newSerialSink(t, Options{Device: path, Format: "ndjson", Baud: 921600, QueueLen: 512})
+	waitSerialEvent(t, ev, Opened)
+	fr := readFrames(master, stream.FramingNDJSON)
 	for i := 1; i <= 300; i++ {
-		s.Publish(result("p", uint64(i)))
+		s.Publish(streamtest.Result("p", uint64(i)))
 	}
-	s.Publish(&Record{Kind: KindStatus, Event: "source_down", Source: "cam0", Reason: "device gone"})
+	s.Publish(&stream.Record{Kind: stream.KindStatus, Event: "source_down", Source: "cam0", Reason: "device gone"})
 	s.Close() // flushes what is queued
 	for i := 1; i <= 300; i++ {
-		if m := fr.next(t); m.Rec.Seq != uint64(i) || m.Encoding != NDJSON {
+		if m := fr.next(t); m.Rec.Seq != uint64(i) || m.Encoding != stream.NDJSON {
 			t.Fatalf("record %d: %+v", i, m.Rec)
 		}
 	}
 	if m := fr.next(t); m.Rec.Event != "source_down" {
 		t.Fatalf("last record %+v", m.Rec)
 	}
-	s.Publish(result("p", 1)) // after Close: nothing
+	s.Publish(streamtest.Result("p", 1)) // after Close: nothing
 	if st := s.Stats(); st.Sent != 301 || st.Published != 301 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -450,11 +480,11 @@ func TestSerialNDJSONAndFlush(t *testing.T) {
 // Raw tensors too big for a frame are summarised, never cut.
 func TestSerialSummarises(t *testing.T) {
 	master, path := newPty(t)
-	s, ev := newSerialSink(t, SerialOptions{Device: path, MaxFrameBytes: 512})
-	waitSerialEvent(t, ev, SerialOpened)
-	fr := readFrames(master, FramingSerial)
-	raw := &Record{Kind: KindResult, Pipeline: "p", FrameSeq: 1, Outputs: []Output{
-		{Name: "t", Kind: OutputRaw, Shape: []int64{1, 1000}, Data: make([]float32, 1000)}}}
+	s, ev := newSerialSink(t, Options{Device: path, MaxFrameBytes: 512})
+	waitSerialEvent(t, ev, Opened)
+	fr := readFrames(master, stream.FramingSerial)
+	raw := &stream.Record{Kind: stream.KindResult, Pipeline: "p", FrameSeq: 1, Outputs: []stream.Output{
+		{Name: "t", Kind: stream.OutputRaw, Shape: []int64{1, 1000}, Data: make([]float32, 1000)}}}
 	s.Publish(raw)
 	m := fr.next(t)
 	if o := m.Rec.Outputs["t"]; !o.Truncated || len(o.Data) != 0 || !reflect.DeepEqual(o.Shape, []int64{1, 1000}) {
@@ -467,21 +497,21 @@ func TestSerialSummarises(t *testing.T) {
 
 func TestSerialOptions(t *testing.T) {
 	for _, tc := range []struct {
-		opts SerialOptions
+		opts Options
 		want string
 	}{
-		{SerialOptions{}, "no device"},
-		{SerialOptions{Device: "/dev/x", Parity: "sometimes"}, "parity"},
-		{SerialOptions{Device: "/dev/x", StopBits: 3}, "stop_bits"},
-		{SerialOptions{Device: "/dev/x", DataBits: 9}, "data_bits"},
-		{SerialOptions{Device: "/dev/x", Format: "xml"}, "format"},
-		{SerialOptions{Device: "/dev/x", MaxFrameBytes: 10}, "max_frame_bytes"},
+		{Options{}, "no device"},
+		{Options{Device: "/dev/x", Parity: "sometimes"}, "parity"},
+		{Options{Device: "/dev/x", StopBits: 3}, "stop_bits"},
+		{Options{Device: "/dev/x", DataBits: 9}, "data_bits"},
+		{Options{Device: "/dev/x", Format: "xml"}, "format"},
+		{Options{Device: "/dev/x", MaxFrameBytes: 10}, "max_frame_bytes"},
 	} {
-		if _, err := NewSerial(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error about %s", tc.opts, err, tc.want)
 		}
 	}
-	s, err := newSerial(SerialOptions{Device: "/dev/x", Baud: 9600, Parity: "even", StopBits: 2})
+	s, err := newSink(Options{Device: "/dev/x", Baud: 9600, Parity: "even", StopBits: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,10 +522,10 @@ func TestSerialOptions(t *testing.T) {
 
 // A missing device is retried with growing, capped delays; Close ends it.
 func TestSerialMissingDevice(t *testing.T) {
-	s, ev := newSerialSink(t, SerialOptions{Device: filepath.Join(t.TempDir(), "nope"), BackoffMin: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond})
+	s, ev := newSerialSink(t, Options{Device: filepath.Join(t.TempDir(), "nope"), BackoffMin: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond})
 	var retries []time.Duration
 	for len(retries) < 5 {
-		e := waitSerialEvent(t, ev, SerialOpenFailed)
+		e := waitSerialEvent(t, ev, OpenFailed)
 		if !errors.Is(e.Err, os.ErrNotExist) || !strings.Contains(e.Err.Error(), "nope") {
 			t.Fatalf("open error %v", e.Err)
 		}
@@ -524,10 +554,10 @@ func TestSerialMissingDevice(t *testing.T) {
 // Publish on the serial sink allocates nothing in steady state.
 func TestSerialPublishAllocs(t *testing.T) {
 	master, path := newPty(t)
-	s, ev := newSerialSink(t, SerialOptions{Device: path, Baud: 921600})
-	waitSerialEvent(t, ev, SerialOpened)
+	s, ev := newSerialSink(t, Options{Device: path, Baud: 921600})
+	waitSerialEvent(t, ev, Opened)
 	go io.Copy(io.Discard, master)
-	r := benchRecord()
+	r := streamtest.BenchRecord()
 	for i := 0; i < 500; i++ {
 		s.Publish(r)
 	}
@@ -555,7 +585,7 @@ func TestOpenSerialReader(t *testing.T) {
 		t.Skipf("no pty: %v", err)
 	}
 	defer sl.Close()
-	r, err := OpenSerialReader(sl.Name(), 921600)
+	r, err := OpenReader(sl.Name(), 921600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,12 +593,12 @@ func TestOpenSerialReader(t *testing.T) {
 	var out, scratch []byte
 	out = append(out, 0)
 	for i := 1; i <= 3; i++ {
-		out, scratch = AppendSerialFrame(out, scratch, result("p", uint64(i)), uint64(i))
+		out, scratch = stream.AppendSerialFrame(out, scratch, streamtest.Result("p", uint64(i)), uint64(i))
 	}
 	if _, err := m.Write(out); err != nil {
 		t.Fatal(err)
 	}
-	fr := readFrames(r, FramingSerial)
+	fr := readFrames(r, stream.FramingSerial)
 	for i := 1; i <= 3; i++ {
 		if msg := fr.next(t); msg.Rec.FrameSeq != uint64(i) {
 			t.Fatalf("frame %d: %+v", i, msg.Rec)
@@ -583,7 +613,7 @@ func TestOpenSerialReader(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("reader not ended by the hang-up")
 	}
-	if _, err := OpenSerialReader(filepath.Join(t.TempDir(), "none"), 0); err == nil || !strings.Contains(err.Error(), "none") {
+	if _, err := OpenReader(filepath.Join(t.TempDir(), "none"), 0); err == nil || !strings.Contains(err.Error(), "none") {
 		t.Fatalf("missing port: %v", err)
 	}
 }
@@ -623,7 +653,7 @@ func (failingPort) Close() error              { return nil }
 // a second, each logged); now a port that fails soon after it opened backs
 // off like one that cannot be opened: BackoffMin doubling to BackoffMax.
 func TestSerialPortThatFailsAtOnceBacksOff(t *testing.T) {
-	s, err := newSerial(SerialOptions{Device: "/dev/ttyFlaky", Baud: 115200, BackoffMin: 20 * time.Millisecond, BackoffMax: 320 * time.Millisecond})
+	s, err := newSink(Options{Device: "/dev/ttyFlaky", Baud: 115200, BackoffMin: 20 * time.Millisecond, BackoffMax: 320 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +670,7 @@ func TestSerialPortThatFailsAtOnceBacksOff(t *testing.T) {
 		case <-stop:
 			done = true
 		case <-time.After(5 * time.Millisecond):
-			s.Publish(result("p", 1)) // something to write
+			s.Publish(streamtest.Result("p", 1)) // something to write
 		}
 	}
 	// 20, 40, 80, 160, 320, 320, ... ms, each from its upper half: at most
