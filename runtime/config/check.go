@@ -48,7 +48,27 @@ const (
 	DefaultMaxModelBytes = trt.DefaultMaxBytes
 )
 
+// applyDefaults fills what the file leaves out, table by table: the
+// daemon's and the GPU's keys, then each source, model, pipeline and sink
+// by its kind.
 func (c *Config) applyDefaults() {
+	c.daemonDefaults()
+	for i := range c.Sources {
+		c.Sources[i].defaults()
+	}
+	for i := range c.Models {
+		c.Models[i].defaults()
+	}
+	for i := range c.Pipelines {
+		c.Pipelines[i].defaults()
+	}
+	for i := range c.Sinks {
+		c.Sinks[i].defaults()
+	}
+}
+
+// daemonDefaults fills the [daemon] and [gpu] tables.
+func (c *Config) daemonDefaults() {
 	d := &c.Daemon
 	def(&d.LogLevel, "info")
 	def(&d.LogFormat, "text")
@@ -79,159 +99,167 @@ func (c *Config) applyDefaults() {
 		c.GPU.NVJPEGHardware = new(bool)
 		*c.GPU.NVJPEGHardware = true
 	}
-	for i := range c.Sources {
-		s := &c.Sources[i]
-		switch s.Kind {
-		case "v4l2", "synthetic", "replay":
-			if s.Buffers == 0 {
-				s.Buffers = DefaultBuffers
-			}
-			if s.Kind != "replay" {
-				def(&s.Format, "YUYV")
-			}
-			if s.Kind == "synthetic" && s.Period == 0 {
-				s.Period = DefaultPeriod
-			}
-			if s.Kind == "v4l2" {
-				def(&s.IO, "auto")
-			}
-		case rtsp.Kind:
-			s.rtspDefaults()
-		case "serial":
-			if s.Baud == 0 {
-				s.Baud = DefaultBaud
-			}
-			def(&s.Protocol, "nmea")
-			if s.RingSize == 0 {
-				s.RingSize = DefaultRing
-			}
+}
+
+// defaults fills a [[source]] table by its kind.
+func (s *Source) defaults() {
+	switch s.Kind {
+	case "v4l2", "synthetic", "replay":
+		if s.Buffers == 0 {
+			s.Buffers = DefaultBuffers
+		}
+		if s.Kind != "replay" {
+			def(&s.Format, "YUYV")
+		}
+		if s.Kind == "synthetic" && s.Period == 0 {
+			s.Period = DefaultPeriod
+		}
+		if s.Kind == "v4l2" {
+			def(&s.IO, "auto")
+		}
+	case rtsp.Kind:
+		s.rtspDefaults()
+	case "serial":
+		if s.Baud == 0 {
+			s.Baud = DefaultBaud
+		}
+		def(&s.Protocol, "nmea")
+		if s.RingSize == 0 {
+			s.RingSize = DefaultRing
 		}
 	}
-	for i := range c.Models {
-		m := &c.Models[i]
-		def(&m.Backend, "auto")
-		if m.DLACore == nil {
-			m.DLACore = new(int)
-			*m.DLACore = -1
+}
+
+// defaults fills a [[model]] table.
+func (m *Model) defaults() {
+	def(&m.Backend, "auto")
+	if m.DLACore == nil {
+		m.DLACore = new(int)
+		*m.DLACore = -1
+	}
+}
+
+// defaults fills a [[pipeline]] table and its post-processing steps.
+func (p *Pipeline) defaults() {
+	def(&p.Schedule, "latest")
+	if p.Queue == 0 {
+		p.Queue = DefaultQueue
+	}
+	if p.SensorWindow.Duration == 0 {
+		p.SensorWindow.Duration = DefaultSensorWindow
+	}
+	pp := &p.Preprocess
+	def(&pp.Resize, "stretch")
+	def(&pp.Color, "rgb")
+	def(&pp.Device, "auto")
+	def(&pp.ColorMatrix, "bt601")
+	def(&pp.ColorRange, "limited")
+	def(&pp.Filter, "bilinear")
+	def(&pp.Layout, "auto")
+	if pp.Scale == 0 {
+		pp.Scale = 1.0 / 255
+	}
+	if pp.Mean == nil {
+		pp.Mean = []float64{0, 0, 0}
+	}
+	if pp.Std == nil {
+		pp.Std = []float64{1, 1, 1}
+	}
+	for j := range p.Postprocess {
+		p.Postprocess[j].defaults()
+	}
+}
+
+// defaults fills a [[pipeline.postprocess]] step by its kind.
+func (q *Postprocess) defaults() {
+	def(&q.Kind, "raw")
+	switch q.Kind {
+	case "raw":
+		if q.MaxValues == 0 {
+			q.MaxValues = DefaultMaxValues
+		}
+	case "topk":
+		if q.K == 0 {
+			q.K = DefaultTopK
+		}
+	case "detections", "keypoints":
+		def(&q.Format, "auto")
+		if q.ScoreThreshold == 0 {
+			q.ScoreThreshold = DefaultScoreThreshold
+		}
+		if q.IOUThreshold == 0 {
+			q.IOUThreshold = DefaultIOUThreshold
+		}
+		if q.MaxDetections == 0 {
+			q.MaxDetections = DefaultMaxDetections
 		}
 	}
-	for i := range c.Pipelines {
-		p := &c.Pipelines[i]
-		def(&p.Schedule, "latest")
-		if p.Queue == 0 {
-			p.Queue = DefaultQueue
+}
+
+// defaults fills a [[sink]] table by its kind.
+func (s *Sink) defaults() {
+	switch s.Kind {
+	case "socket":
+		s.pathDefaulted = s.Path == ""
+		def(&s.Path, DefaultSocketPath())
+		def(&s.Format, "ndjson")
+		def(&s.Mode, DefaultMode)
+		if s.MaxClients == 0 {
+			s.MaxClients = DefaultMaxClients
 		}
-		if p.SensorWindow.Duration == 0 {
-			p.SensorWindow.Duration = DefaultSensorWindow
+		if s.ClientQueue == 0 {
+			s.ClientQueue = DefaultClientQueue
 		}
-		pp := &p.Preprocess
-		def(&pp.Resize, "stretch")
-		def(&pp.Color, "rgb")
-		def(&pp.Device, "auto")
-		def(&pp.ColorMatrix, "bt601")
-		def(&pp.ColorRange, "limited")
-		def(&pp.Filter, "bilinear")
-		def(&pp.Layout, "auto")
-		if pp.Scale == 0 {
-			pp.Scale = 1.0 / 255
+		if s.WriteTimeout.Duration == 0 {
+			s.WriteTimeout.Duration = DefaultWriteTimeout
 		}
-		if pp.Mean == nil {
-			pp.Mean = []float64{0, 0, 0}
+		if s.Keepalive.Duration == 0 {
+			s.Keepalive.Duration = DefaultKeepalive
 		}
-		if pp.Std == nil {
-			pp.Std = []float64{1, 1, 1}
+		if s.MaxClientsPerUID == 0 {
+			s.MaxClientsPerUID = max(1, s.MaxClients/2)
 		}
-		for j := range p.Postprocess {
-			q := &p.Postprocess[j]
-			def(&q.Kind, "raw")
-			switch q.Kind {
-			case "raw":
-				if q.MaxValues == 0 {
-					q.MaxValues = DefaultMaxValues
-				}
-			case "topk":
-				if q.K == 0 {
-					q.K = DefaultTopK
-				}
-			case "detections", "keypoints":
-				def(&q.Format, "auto")
-				if q.ScoreThreshold == 0 {
-					q.ScoreThreshold = DefaultScoreThreshold
-				}
-				if q.IOUThreshold == 0 {
-					q.IOUThreshold = DefaultIOUThreshold
-				}
-				if q.MaxDetections == 0 {
-					q.MaxDetections = DefaultMaxDetections
-				}
-			}
+	case "serial":
+		def(&s.Format, "cobs-cbor")
+		if s.Baud == 0 {
+			s.Baud = DefaultBaud
 		}
-	}
-	for i := range c.Sinks {
-		s := &c.Sinks[i]
-		switch s.Kind {
-		case "socket":
-			s.pathDefaulted = s.Path == ""
-			def(&s.Path, DefaultSocketPath())
-			def(&s.Format, "ndjson")
-			def(&s.Mode, DefaultMode)
-			if s.MaxClients == 0 {
-				s.MaxClients = DefaultMaxClients
-			}
-			if s.ClientQueue == 0 {
-				s.ClientQueue = DefaultClientQueue
-			}
-			if s.WriteTimeout.Duration == 0 {
-				s.WriteTimeout.Duration = DefaultWriteTimeout
-			}
-			if s.Keepalive.Duration == 0 {
-				s.Keepalive.Duration = DefaultKeepalive
-			}
-			if s.MaxClientsPerUID == 0 {
-				s.MaxClientsPerUID = max(1, s.MaxClients/2)
-			}
-		case "serial":
-			def(&s.Format, "cobs-cbor")
-			if s.Baud == 0 {
-				s.Baud = DefaultBaud
-			}
-			if s.DataBits == 0 {
-				s.DataBits = 8
-			}
-			def(&s.Parity, "none")
-			if s.StopBits == 0 {
-				s.StopBits = 1
-			}
-			if s.Queue == 0 {
-				s.Queue = DefaultSerialQueue
-			}
-			if s.MaxFrameBytes == 0 {
-				s.MaxFrameBytes = DefaultMaxFrameBytes
-			}
-		case "mqtt":
-			def(&s.Format, "ndjson")
-			def(&s.Topic, DefaultMQTTTopic)
-			def(&s.StatusTopic, DefaultMQTTStatusTopic)
-			def(&s.ClientID, DefaultMQTTClientID)
-			if s.QoS == nil {
-				q := 1
-				s.QoS = &q
-			}
-			if s.Queue == 0 {
-				s.Queue = DefaultMQTTQueue
-			}
-			if s.QueueBytes == 0 {
-				s.QueueBytes = DefaultMQTTQueueBytes
-			}
-			if s.Keepalive.Duration == 0 {
-				s.Keepalive.Duration = 30 * time.Second
-			}
-			if s.ConnectTimeout.Duration == 0 {
-				s.ConnectTimeout.Duration = 10 * time.Second
-			}
-			if s.AckTimeout.Duration == 0 {
-				s.AckTimeout.Duration = 10 * time.Second
-			}
+		if s.DataBits == 0 {
+			s.DataBits = 8
+		}
+		def(&s.Parity, "none")
+		if s.StopBits == 0 {
+			s.StopBits = 1
+		}
+		if s.Queue == 0 {
+			s.Queue = DefaultSerialQueue
+		}
+		if s.MaxFrameBytes == 0 {
+			s.MaxFrameBytes = DefaultMaxFrameBytes
+		}
+	case "mqtt":
+		def(&s.Format, "ndjson")
+		def(&s.Topic, DefaultMQTTTopic)
+		def(&s.StatusTopic, DefaultMQTTStatusTopic)
+		def(&s.ClientID, DefaultMQTTClientID)
+		if s.QoS == nil {
+			q := 1
+			s.QoS = &q
+		}
+		if s.Queue == 0 {
+			s.Queue = DefaultMQTTQueue
+		}
+		if s.QueueBytes == 0 {
+			s.QueueBytes = DefaultMQTTQueueBytes
+		}
+		if s.Keepalive.Duration == 0 {
+			s.Keepalive.Duration = 30 * time.Second
+		}
+		if s.ConnectTimeout.Duration == 0 {
+			s.ConnectTimeout.Duration = 10 * time.Second
+		}
+		if s.AckTimeout.Duration == 0 {
+			s.AckTimeout.Duration = 10 * time.Second
 		}
 	}
 }
@@ -876,6 +904,27 @@ func CheckTopic(t string, pipeline bool) error {
 func (c *Config) checkPipeline(k *checker, i int) {
 	p := &c.Pipelines[i]
 	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
+	c.checkPipelineInputs(k, i)
+	if p.SensorWindow.Duration < 0 {
+		k.add(at("sensor_window"), "must be positive")
+	}
+	k.oneOf(at("schedule"), p.Schedule, "latest", "queue")
+	if p.Queue < 1 || p.Queue > 64 {
+		k.add(at("queue"), "must be between 1 and 64")
+	}
+	c.checkPipelineSinks(k, i)
+	checkPreprocess(k, &p.Preprocess, func(key string) string { return at("preprocess." + key) })
+	outs := map[string]int{} // output name: the step that post-processes it
+	for j := range p.Postprocess {
+		checkPostprocess(k, i, j, &p.Postprocess[j], outs)
+	}
+}
+
+// checkPipelineInputs checks what a pipeline reads: its source (a camera),
+// its model and its serial sensors, each named by a table that exists.
+func (c *Config) checkPipelineInputs(k *checker, i int) {
+	p := &c.Pipelines[i]
+	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
 	sourceDecoded := func(src *Source) bool { return k.decoded(fmt.Sprintf("source[%d]", indexIn(c.Sources, src))) }
 	switch src := c.Source(p.Source); {
 	case p.Source == "":
@@ -904,13 +953,13 @@ func (c *Config) checkPipeline(k *checker, i int) {
 			k.add(at(fmt.Sprintf("sensors[%d]", j)), "source %q is a %s camera, not a serial sensor", s, src.Kind)
 		}
 	}
-	if p.SensorWindow.Duration < 0 {
-		k.add(at("sensor_window"), "must be positive")
-	}
-	k.oneOf(at("schedule"), p.Schedule, "latest", "queue")
-	if p.Queue < 1 || p.Queue > 64 {
-		k.add(at("queue"), "must be between 1 and 64")
-	}
+}
+
+// checkPipelineSinks checks that a pipeline names sinks, each a [[sink]]
+// that exists.
+func (c *Config) checkPipelineSinks(k *checker, i int) {
+	p := &c.Pipelines[i]
+	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
 	if len(p.Sinks) == 0 {
 		k.add(fmt.Sprintf("pipeline[%d]", i), "missing sinks (a list of [[sink]] names)")
 	}
@@ -919,8 +968,11 @@ func (c *Config) checkPipeline(k *checker, i int) {
 			k.add(at(fmt.Sprintf("sinks[%d]", j)), "no [[sink]] named %q", s)
 		}
 	}
-	pp := &p.Preprocess
-	pre := func(key string) string { return at("preprocess." + key) }
+}
+
+// checkPreprocess checks a pipeline's [pipeline.preprocess] table; pre
+// names its keys.
+func checkPreprocess(k *checker, pp *Preprocess, pre func(string) string) {
 	k.oneOf(pre("resize"), pp.Resize, "stretch", "letterbox")
 	k.oneOf(pre("color"), pp.Color, "rgb", "bgr")
 	k.oneOf(pre("device"), pp.Device, "auto", "gpu", "cpu")
@@ -949,50 +1001,52 @@ func (c *Config) checkPipeline(k *checker, i int) {
 	if pp.Width < 0 || pp.Height < 0 {
 		k.add(pre("width"), "must not be negative")
 	}
-	outs := map[string]int{}
-	for j, q := range p.Postprocess {
-		pat := func(key string) string { return fmt.Sprintf("pipeline[%d].postprocess[%d].%s", i, j, key) }
-		if q.Output == "" {
-			k.add(fmt.Sprintf("pipeline[%d].postprocess[%d]", i, j), "missing output (the engine output tensor name)")
-		} else if o, dup := outs[q.Output]; dup {
-			k.add(pat("output"), "output %q already post-processed by postprocess[%d]", q.Output, o)
-		} else {
-			outs[q.Output] = j
-		}
-		k.oneOf(pat("kind"), q.Kind, "raw", "topk", "detections", "keypoints")
-		if q.Kind != "detections" && q.Kind != "keypoints" {
-			for _, key := range []struct {
-				name string
-				set  bool
-			}{{"format", q.Format != ""}, {"outputs", len(q.Outputs) > 0}, {"sigmoid", q.Sigmoid}} {
-				if key.set {
-					k.add(pat(key.name), "applies to kind = \"detections\" and \"keypoints\" only (this output is %s)", q.Kind)
-				}
+}
+
+// checkPostprocess checks step j of pipeline i's post-processing; outs
+// maps each output already post-processed to its step.
+func checkPostprocess(k *checker, i, j int, q *Postprocess, outs map[string]int) {
+	pat := func(key string) string { return fmt.Sprintf("pipeline[%d].postprocess[%d].%s", i, j, key) }
+	if q.Output == "" {
+		k.add(fmt.Sprintf("pipeline[%d].postprocess[%d]", i, j), "missing output (the engine output tensor name)")
+	} else if o, dup := outs[q.Output]; dup {
+		k.add(pat("output"), "output %q already post-processed by postprocess[%d]", q.Output, o)
+	} else {
+		outs[q.Output] = j
+	}
+	k.oneOf(pat("kind"), q.Kind, "raw", "topk", "detections", "keypoints")
+	if q.Kind != "detections" && q.Kind != "keypoints" {
+		for _, key := range []struct {
+			name string
+			set  bool
+		}{{"format", q.Format != ""}, {"outputs", len(q.Outputs) > 0}, {"sigmoid", q.Sigmoid}} {
+			if key.set {
+				k.add(pat(key.name), "applies to kind = \"detections\" and \"keypoints\" only (this output is %s)", q.Kind)
 			}
 		}
-		switch q.Kind {
-		case "raw":
-			if q.MaxValues < 1 || q.MaxValues > 1<<20 {
-				k.add(pat("max_values"), "must be between 1 and 1048576")
-			}
-		case "topk":
-			if q.K < 1 || q.K > 1000 {
-				k.add(pat("k"), "must be between 1 and 1000")
-			}
-		case "detections", "keypoints":
-			k.oneOf(pat("format"), q.Format, "auto", "yolov8", "yolov5", "end2end", "efficientnms", "rtdetr")
-			if len(q.Outputs) > 0 && q.Output != "" && !slices.Contains(q.Outputs, q.Output) {
-				k.add(pat("outputs"), "does not list output %q: outputs names every output the format reads, output among them", q.Output)
-			}
-			if q.ScoreThreshold < 0 || q.ScoreThreshold > 1 {
-				k.add(pat("score_threshold"), "must be between 0 and 1")
-			}
-			if q.IOUThreshold <= 0 || q.IOUThreshold > 1 {
-				k.add(pat("iou_threshold"), "must be in (0, 1]")
-			}
-			if q.MaxDetections < 1 || q.MaxDetections > 10000 {
-				k.add(pat("max_detections"), "must be between 1 and 10000")
-			}
+	}
+	switch q.Kind {
+	case "raw":
+		if q.MaxValues < 1 || q.MaxValues > 1<<20 {
+			k.add(pat("max_values"), "must be between 1 and 1048576")
+		}
+	case "topk":
+		if q.K < 1 || q.K > 1000 {
+			k.add(pat("k"), "must be between 1 and 1000")
+		}
+	case "detections", "keypoints":
+		k.oneOf(pat("format"), q.Format, "auto", "yolov8", "yolov5", "end2end", "efficientnms", "rtdetr")
+		if len(q.Outputs) > 0 && q.Output != "" && !slices.Contains(q.Outputs, q.Output) {
+			k.add(pat("outputs"), "does not list output %q: outputs names every output the format reads, output among them", q.Output)
+		}
+		if q.ScoreThreshold < 0 || q.ScoreThreshold > 1 {
+			k.add(pat("score_threshold"), "must be between 0 and 1")
+		}
+		if q.IOUThreshold <= 0 || q.IOUThreshold > 1 {
+			k.add(pat("iou_threshold"), "must be in (0, 1]")
+		}
+		if q.MaxDetections < 1 || q.MaxDetections > 10000 {
+			k.add(pat("max_detections"), "must be between 1 and 10000")
 		}
 	}
 }
