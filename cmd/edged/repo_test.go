@@ -650,3 +650,92 @@ func TestDocsCiteNoIssueNumbers(t *testing.T) {
 		t.Fatalf("found %d Markdown files; the walk is broken", seen)
 	}
 }
+
+// maxFuncLines is the longest a function of the product may be, from its
+// func line to its closing brace: beyond it a function does several jobs,
+// and is cut along its own comments.
+const maxFuncLines = 100
+
+// longFuncs are the product's functions still over maxFuncLines, each with
+// its length. The list may only shrink: TestFunctionLength fails on a
+// function over the limit that is not listed, on a listed one that grew,
+// and on a listed one that is now within the limit or gone (take it off).
+var longFuncs = map[string]int{
+	// The daemon's graph preparation is being restructured for engines
+	// shared by pipelines; it is cut along its comments there.
+	"runtime/reconfigure.go daemon.prepare": 223,
+}
+
+// TestFunctionLength: no function of the product (the module's non-test,
+// non-generated Go files; bench/ holds tools, not the daemon, and is left
+// out) is longer than maxFuncLines, but those longFuncs lists, which are
+// exactly as long as it says.
+func TestFunctionLength(t *testing.T) {
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	seen := map[string]bool{}
+	for dir, files := range packages(t) {
+		rel, _ := filepath.Rel(root, dir)
+		if matchPkg(filepath.ToSlash(rel), "bench") {
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ast.IsGenerated(af) || ignored(af.Comments) {
+				continue
+			}
+			relf, _ := filepath.Rel(root, f)
+			for _, d := range af.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+				key := filepath.ToSlash(relf) + " " + funcName(fd)
+				want, listed := longFuncs[key]
+				seen[key] = listed
+				switch {
+				case listed && n <= maxFuncLines:
+					t.Errorf("%s is %d lines now, within %d: take it off longFuncs", key, n, maxFuncLines)
+				case listed && n != want:
+					t.Errorf("%s is %d lines, longFuncs says %d: it may only shrink (then write its length there)", key, n, want)
+				case !listed && n > maxFuncLines:
+					t.Errorf("%s is %d lines, over %d: cut it along its own comments", key, n, maxFuncLines)
+				}
+			}
+		}
+	}
+	for key := range longFuncs {
+		if _, ok := seen[key]; !ok {
+			t.Errorf("longFuncs lists %s, which is not there any more: take it off", key)
+		}
+	}
+}
+
+// funcName is a function's name, with its receiver's type for a method
+// ("daemon.prepare").
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	t := fd.Recv.List[0].Type
+	if s, ok := t.(*ast.StarExpr); ok {
+		t = s.X
+	}
+	switch x := t.(type) {
+	case *ast.IndexExpr:
+		t = x.X
+	case *ast.IndexListExpr:
+		t = x.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name + "." + fd.Name.Name
+	}
+	return fd.Name.Name
+}

@@ -87,33 +87,51 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		next, stats, source = c.Next, c.Stats, path
 	}
 
-	out := bufio.NewWriter(stdout)
+	return printTail(ctx, tailOutput{stdout: stdout, stderr: stderr, n: *n, json: *asJSON, daemon: *dev == "" && *file == "", live: *file == ""}, next, stats, source)
+}
+
+// tailOutput is how tail prints: where, how many records (0: until the
+// stream ends), as raw JSON or as text; whether the records come from the
+// daemon's socket (an error record is its refusal) and live (each is
+// shown as it comes).
+type tailOutput struct {
+	stdout, stderr io.Writer
+	n              int
+	json           bool
+	daemon, live   bool
+}
+
+// printTail prints the records next reads from source until the stream
+// ends, ctx is done or o.n were printed, then what the decoder lost (its
+// stats); it returns tail's exit code.
+func printTail(ctx context.Context, o tailOutput, next func(*stream.Message) error, stats func() stream.DecoderStats, source string) int {
+	out := bufio.NewWriter(o.stdout)
 	defer out.Flush()
 	var m stream.Message
 	var line []byte
 	count := 0
 	code := exitOK
-	for *n == 0 || count < *n {
+	for o.n == 0 || count < o.n {
 		err := next(&m)
 		if err != nil {
 			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				break
 			}
-			fmt.Fprintf(stderr, "edged tail: %s: %v\n", source, err)
+			fmt.Fprintf(o.stderr, "edged tail: %s: %v\n", source, err)
 			code = exitFailure
 			break
 		}
-		if m.Rec.Type == "error" && *dev == "" && *file == "" {
+		if m.Rec.Type == "error" && o.daemon {
 			// The daemon refused the connection (too many clients, not
 			// allowed) or tail's subscription: not a record to print.
-			fmt.Fprintf(stderr, "edged tail: %s: the daemon refused: %s\n", source, m.Rec.Error)
+			fmt.Fprintf(o.stderr, "edged tail: %s: the daemon refused: %s\n", source, m.Rec.Error)
 			code = exitFailure
 			break
 		}
 		count++
-		if *asJSON {
+		if o.json {
 			if m.Missed > 0 {
-				fmt.Fprintf(stderr, "edged tail: %d record(s) lost before seq %d\n", m.Missed, m.Rec.Seq)
+				fmt.Fprintf(o.stderr, "edged tail: %d record(s) lost before seq %d\n", m.Missed, m.Rec.Seq)
 			}
 			out.Write(m.JSON())
 			out.WriteByte('\n')
@@ -122,14 +140,14 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			line = append(line, '\n')
 			out.Write(line)
 		}
-		if *file == "" {
+		if o.live {
 			out.Flush() // live stream (socket or serial line): show each record as it comes
 		}
 	}
 	out.Flush()
 	st := stats()
 	if st.Missed > 0 || st.CRCErrors > 0 || st.FrameErrors > 0 {
-		fmt.Fprintf(stderr, "edged tail: %d records, %d lost in %d gap(s), %d CRC errors, %d bad frames\n",
+		fmt.Fprintf(o.stderr, "edged tail: %d records, %d lost in %d gap(s), %d CRC errors, %d bad frames\n",
 			st.Records, st.Missed, st.Gaps, st.CRCErrors, st.FrameErrors)
 	}
 	return code

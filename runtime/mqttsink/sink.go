@@ -222,30 +222,7 @@ func New(o Options) (*Sink, error) {
 	if o.QoS > 1 {
 		return nil, fmt.Errorf("mqttsink: qos %d: only 0 and 1 are supported", o.QoS)
 	}
-	if o.Encoding == 0 {
-		o.Encoding = stream.NDJSON
-	}
-	if o.QueueLen <= 0 {
-		o.QueueLen = 1024
-	}
-	if o.QueueBytes <= 0 {
-		o.QueueBytes = 64 << 20
-	}
-	if o.Keepalive <= 0 {
-		o.Keepalive = 30 * time.Second
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = 10 * time.Second
-	}
-	if o.AckTimeout <= 0 {
-		o.AckTimeout = 10 * time.Second
-	}
-	if o.BackoffMin <= 0 {
-		o.BackoffMin = 250 * time.Millisecond
-	}
-	if o.BackoffMax <= 0 {
-		o.BackoffMax = 10 * time.Second
-	}
+	o.defaults()
 	s := &Sink{
 		o:           o,
 		topics:      map[string]string{},
@@ -282,17 +259,62 @@ func New(o Options) (*Sink, error) {
 
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.retry.Policy = backoff.Policy{Min: o.BackoffMin, Max: o.BackoffMax, Reset: max(backoff.Restart.Reset, o.BackoffMax)}
-	cfg := autopaho.ClientConfig{
-		ServerUrls:                    []*url.URL{o.URL},
-		TlsCfg:                        o.TLS,
-		KeepAlive:                     uint16(min(max(o.Keepalive/time.Second, 1), 65535)),
+	cm, err := autopaho.NewConnection(s.ctx, s.clientConfig())
+	if err != nil {
+		s.cancel()
+		q.Close()
+		return nil, fmt.Errorf("mqttsink: %w", err)
+	}
+	s.cm = cm
+	go s.writer()
+	go s.publisher()
+	return s, nil
+}
+
+// defaults fills the options left at zero.
+func (o *Options) defaults() {
+	if o.Encoding == 0 {
+		o.Encoding = stream.NDJSON
+	}
+	if o.QueueLen <= 0 {
+		o.QueueLen = 1024
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 64 << 20
+	}
+	if o.Keepalive <= 0 {
+		o.Keepalive = 30 * time.Second
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = 10 * time.Second
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = 250 * time.Millisecond
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = 10 * time.Second
+	}
+}
+
+// clientConfig is autopaho's configuration of the sink's connection: a
+// clean session on every connection (the queue's cursor, not the broker's
+// session, decides what is resent), the retained offline will, and the
+// sink's own dial, backoff and connection callbacks.
+func (s *Sink) clientConfig() autopaho.ClientConfig {
+	return autopaho.ClientConfig{
+		ServerUrls:                    []*url.URL{s.o.URL},
+		TlsCfg:                        s.o.TLS,
+		KeepAlive:                     uint16(min(max(s.o.Keepalive/time.Second, 1), 65535)),
 		CleanStartOnInitialConnection: true,
 		SessionExpiryInterval:         0,
-		ConnectTimeout:                o.ConnectTimeout,
+		ConnectTimeout:                s.o.ConnectTimeout,
 		ReconnectBackoff:              s.reconnectDelay,
 		AttemptConnection:             s.dial,
-		ConnectUsername:               o.Username,
-		ConnectPassword:               o.Password,
+		ConnectUsername:               s.o.Username,
+		ConnectPassword:               s.o.Password,
 		WillMessage:                   &paho.WillMessage{Retain: true, QoS: 1, Topic: s.statusTop, Payload: []byte(PayloadOffline)},
 		// Every connection starts a clean session: the queue's cursor, not
 		// the broker's session, decides what is resent.
@@ -322,20 +344,10 @@ func New(o Options) (*Sink, error) {
 		},
 		OnConnectError: s.connectFailed,
 		ClientConfig: paho.ClientConfig{
-			ClientID:      Expand(o.ClientID, o.Device, o.Name, ""),
-			PacketTimeout: o.AckTimeout,
+			ClientID:      Expand(s.o.ClientID, s.o.Device, s.o.Name, ""),
+			PacketTimeout: s.o.AckTimeout,
 		},
 	}
-	cm, err := autopaho.NewConnection(s.ctx, cfg)
-	if err != nil {
-		s.cancel()
-		q.Close()
-		return nil, fmt.Errorf("mqttsink: %w", err)
-	}
-	s.cm = cm
-	go s.writer()
-	go s.publisher()
-	return s, nil
 }
 
 // SetStatusFunc sets how the sink announces its state changes as status

@@ -26,96 +26,9 @@ func AppendText(b []byte, m *Message) []byte {
 	}
 	switch r.Type {
 	case "result":
-		b = append(b, "result #"...)
-		b = strconv.AppendUint(b, r.Seq, 10)
-		b = append(b, ' ')
-		b = appendText(b, r.Pipeline)
-		b = append(b, " frame "...)
-		b = strconv.AppendUint(b, r.FrameSeq, 10)
-		b = append(b, " t="...)
-		b = appendSeconds(b, r.TCapture)
-		if e := r.Engine; e != nil {
-			b = appendEngineText(b, e)
-		}
-		if l := r.LatencyUs; l != nil {
-			b = append(b, " latency "...)
-			b = appendMillis(b, l.Total)
-			b = append(b, " ("...)
-			// Stages that took no time (fill of a camera frame) are left out.
-			if l.Fill > 0 {
-				b = append(b, "fill "...)
-				b = appendMillis(b, l.Fill)
-				b = append(b, ' ')
-			}
-			if l.Queue > 0 {
-				b = append(b, "queue "...)
-				b = appendMillis(b, l.Queue)
-				b = append(b, ' ')
-			}
-			b = append(b, "pre "...)
-			b = appendMillis(b, l.Pre)
-			b = append(b, " infer "...)
-			b = appendMillis(b, l.Infer)
-			b = append(b, " post "...)
-			b = appendMillis(b, l.Post)
-			if l.Encode > 0 {
-				b = append(b, " encode "...)
-				b = appendMillis(b, l.Encode)
-			}
-			b = append(b, ')')
-		}
-		names := make([]string, 0, len(r.Outputs))
-		for k := range r.Outputs {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		for _, k := range names {
-			b = append(b, " | "...)
-			b = appendText(b, k)
-			b = append(b, ':')
-			b = appendOutputText(b, r.Outputs[k])
-		}
-		if len(r.Sensors) > 0 {
-			b = append(b, " | sensors:"...)
-			for _, s := range r.Sensors {
-				b = append(b, ' ')
-				b = appendText(b, s.Sensor)
-				b = append(b, '#')
-				b = strconv.AppendUint(b, s.Seq, 10)
-			}
-		}
-		if r.Truncated {
-			b = append(b, " | (outputs omitted: record too large)"...)
-		}
+		b = appendResultText(b, r)
 	case "status":
-		b = append(b, "status #"...)
-		b = strconv.AppendUint(b, r.Seq, 10)
-		b = append(b, ' ')
-		b = appendText(b, r.Event)
-		if r.Pipeline != "" {
-			b = append(b, " pipeline="...)
-			b = appendText(b, r.Pipeline)
-		}
-		// model=, sink= and file= name what engine, sink and
-		// configuration events are about; source= repeats it in records
-		// of this version, and is said only when it names something else.
-		for _, kv := range [...]struct{ k, v string }{{" model=", r.Model}, {" sink=", r.Sink}, {" file=", r.File}} {
-			if kv.v != "" {
-				b = append(b, kv.k...)
-				b = appendText(b, kv.v)
-			}
-		}
-		if r.Source != "" && r.Source != r.Model && r.Source != r.Sink && r.Source != r.File {
-			b = append(b, " source="...)
-			b = appendText(b, r.Source)
-		}
-		if e := r.Engine; e != nil {
-			b = appendEngineText(b, e)
-		}
-		if r.Reason != "" {
-			b = append(b, ": "...)
-			b = appendText(b, r.Reason)
-		}
+		b = appendStatusText(b, r)
 	case "error":
 		b = append(b, "error #"...)
 		b = strconv.AppendUint(b, r.Seq, 10)
@@ -124,6 +37,114 @@ func AppendText(b []byte, m *Message) []byte {
 	default:
 		b = append(b, "unknown record type "...)
 		b = strconv.AppendQuote(b, r.Type)
+	}
+	return b
+}
+
+// appendResultText appends a result record's line after the lost and
+// restarted marks.
+func appendResultText(b []byte, r *Decoded) []byte {
+	b = append(b, "result #"...)
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, ' ')
+	b = appendText(b, r.Pipeline)
+	b = append(b, " frame "...)
+	b = strconv.AppendUint(b, r.FrameSeq, 10)
+	b = append(b, " t="...)
+	b = appendSeconds(b, r.TCapture)
+	if e := r.Engine; e != nil {
+		b = appendEngineText(b, e)
+	}
+	if l := r.LatencyUs; l != nil {
+		b = appendLatencyText(b, l)
+	}
+	names := make([]string, 0, len(r.Outputs))
+	for k := range r.Outputs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		b = append(b, " | "...)
+		b = appendText(b, k)
+		b = append(b, ':')
+		b = appendOutputText(b, r.Outputs[k])
+	}
+	if len(r.Sensors) > 0 {
+		b = append(b, " | sensors:"...)
+		for _, s := range r.Sensors {
+			b = append(b, ' ')
+			b = appendText(b, s.Sensor)
+			b = append(b, '#')
+			b = strconv.AppendUint(b, s.Seq, 10)
+		}
+	}
+	if r.Truncated {
+		b = append(b, " | (outputs omitted: record too large)"...)
+	}
+	return b
+}
+
+// appendLatencyText appends a result's latency: the total, then its
+// stages.
+func appendLatencyText(b []byte, l *DecodedLatency) []byte {
+	b = append(b, " latency "...)
+	b = appendMillis(b, l.Total)
+	b = append(b, " ("...)
+	// Stages that took no time (fill of a camera frame) are left out.
+	if l.Fill > 0 {
+		b = append(b, "fill "...)
+		b = appendMillis(b, l.Fill)
+		b = append(b, ' ')
+	}
+	if l.Queue > 0 {
+		b = append(b, "queue "...)
+		b = appendMillis(b, l.Queue)
+		b = append(b, ' ')
+	}
+	b = append(b, "pre "...)
+	b = appendMillis(b, l.Pre)
+	b = append(b, " infer "...)
+	b = appendMillis(b, l.Infer)
+	b = append(b, " post "...)
+	b = appendMillis(b, l.Post)
+	if l.Encode > 0 {
+		b = append(b, " encode "...)
+		b = appendMillis(b, l.Encode)
+	}
+	b = append(b, ')')
+	return b
+}
+
+// appendStatusText appends a status record's line after the lost and
+// restarted marks.
+func appendStatusText(b []byte, r *Decoded) []byte {
+	b = append(b, "status #"...)
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, ' ')
+	b = appendText(b, r.Event)
+	if r.Pipeline != "" {
+		b = append(b, " pipeline="...)
+		b = appendText(b, r.Pipeline)
+	}
+	// model=, sink= and file= name what engine, sink and
+	// configuration events are about; source= repeats it in records
+	// of this version, and is said only when it names something else.
+	for _, kv := range [...]struct{ k, v string }{{" model=", r.Model}, {" sink=", r.Sink}, {" file=", r.File}} {
+		if kv.v != "" {
+			b = append(b, kv.k...)
+			b = appendText(b, kv.v)
+		}
+	}
+	if r.Source != "" && r.Source != r.Model && r.Source != r.Sink && r.Source != r.File {
+		b = append(b, " source="...)
+		b = appendText(b, r.Source)
+	}
+	if e := r.Engine; e != nil {
+		b = appendEngineText(b, e)
+	}
+	if r.Reason != "" {
+		b = append(b, ": "...)
+		b = appendText(b, r.Reason)
 	}
 	return b
 }
