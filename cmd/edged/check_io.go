@@ -84,25 +84,24 @@ func probeSensor(ctx context.Context, sc *config.Source, cfg *config.Config) err
 }
 
 // checkSinks makes, opens or connects to what each sink writes to, as run
-// does, and undoes it.
+// does, and undoes it (each kind's check, sinkKinds).
 func checkSinks(ctx context.Context, r *report, cfg *config.Config) {
 	for i := range cfg.Sinks {
-		s := &cfg.Sinks[i]
-		switch s.Kind {
-		case "socket":
-			checkSocketSink(r, cfg, s)
-		case "serial":
-			// run opens the port when it appears, and keeps results
-			// queued meanwhile: not a problem.
-			o := serialSinkOptions(s, cfg)
-			if err := serialsink.Probe(o); err != nil {
-				r.warn("sink %s: %s (edged opens it when it appears)", s.Name, fromPath(err, o.Device))
-			} else {
-				r.ok("sink %s: %s opened at %d baud", s.Name, o.Device, o.Baud)
-			}
-		case "mqtt":
-			checkMQTTSink(ctx, r, cfg, s)
+		if k, ok := sinkKinds[cfg.Sinks[i].Kind]; ok {
+			k.check(ctx, r, cfg, &cfg.Sinks[i])
 		}
+	}
+}
+
+// checkSerialSink opens the sink's port as run would, and closes it.
+func checkSerialSink(_ context.Context, r *report, cfg *config.Config, s *config.Sink) {
+	// run opens the port when it appears, and keeps results
+	// queued meanwhile: not a problem.
+	o := serialSinkOptions(s, cfg)
+	if err := serialsink.Probe(o); err != nil {
+		r.warn("sink %s: %s (edged opens it when it appears)", s.Name, fromPath(err, o.Device))
+	} else {
+		r.ok("sink %s: %s opened at %d baud", s.Name, o.Device, o.Baud)
 	}
 }
 
@@ -132,7 +131,7 @@ func cause(err error) error {
 // it to this sink (runtime.InheritedName), edged under that unit creates
 // nothing, and check says so; otherwise it makes the socket in its folder
 // as this user and removes it (socketsink.Probe).
-func checkSocketSink(r *report, cfg *config.Config, s *config.Sink) {
+func checkSocketSink(_ context.Context, r *report, cfg *config.Config, s *config.Sink) {
 	o, err := socketOptions(s, cfg)
 	if err != nil {
 		r.fail(exitConfig, "sink %s: %v", s.Name, err)
@@ -225,7 +224,7 @@ func checkMQTTSink(ctx context.Context, r *report, cfg *config.Config, s *config
 func checkState(r *report, cfg *config.Config) {
 	mqtt := false
 	for _, s := range cfg.Sinks {
-		mqtt = mqtt || s.Kind == "mqtt"
+		mqtt = mqtt || s.Kind == mqttsink.Kind
 	}
 	dir := edruntime.StateDir(cfg)
 	if dir == "" {

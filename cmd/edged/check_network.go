@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/mqttsink"
 	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
@@ -35,7 +36,7 @@ type endpoint struct {
 func networkEndpoints(cfg *config.Config) []endpoint {
 	var eps []endpoint
 	for _, s := range cfg.Sinks {
-		if s.Kind != "mqtt" {
+		if s.Kind != mqttsink.Kind {
 			continue
 		}
 		if u, err := url.Parse(s.URL); err == nil && u.Hostname() != "" {

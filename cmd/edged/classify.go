@@ -7,6 +7,7 @@ import (
 	"os/user"
 
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/mqttsink"
 	"github.com/edged-dev/edged/runtime/socketsink"
 )
 
@@ -31,7 +32,7 @@ func sinkError(s *config.Sink, err error) error {
 	}
 	var unknownGroup user.UnknownGroupError
 	switch {
-	case s.Kind == "mqtt",
+	case s.Kind == mqttsink.Kind,
 		errors.Is(err, socketsink.ErrNotSocket), errors.Is(err, socketsink.ErrSocketPath), errors.Is(err, socketsink.ErrNoFolder), errors.As(err, &unknownGroup),
 		errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %w", config.ErrInvalid, err)

@@ -440,10 +440,10 @@ func deps(imports map[string][]string, pkg string) map[string]string {
 	return via
 }
 
-// sinkKinds are the packages of the sink kinds: each owns a kind (its
+// sinkKindPackages are the packages of the sink kinds: each owns a kind (its
 // options, construction, probe, collector and events), and only cmd/edged,
 // which names the kinds the binary has, imports them.
-var sinkKinds = []string{"runtime/socketsink", "runtime/serialsink", "runtime/mqttsink"}
+var sinkKindPackages = []string{"runtime/socketsink", "runtime/serialsink", "runtime/mqttsink"}
 
 // TestCoreImportsNoConcreteKind: the daemon's core (runtime) and the
 // configuration (runtime/config) depend on no sink kind, directly or
@@ -452,9 +452,9 @@ var sinkKinds = []string{"runtime/socketsink", "runtime/serialsink", "runtime/mq
 func TestCoreImportsNoConcreteKind(t *testing.T) {
 	const module = "github.com/edged-dev/edged/"
 	imports := moduleImports(t)
-	for _, kind := range sinkKinds {
+	for _, kind := range sinkKindPackages {
 		if _, ok := imports[kind]; !ok {
-			t.Errorf("sink kind %s is not a package of the module: sinkKinds is out of date", kind)
+			t.Errorf("sink kind %s is not a package of the module: sinkKindPackages is out of date", kind)
 		}
 	}
 	for _, core := range []string{"runtime", "runtime/config"} {
@@ -462,7 +462,7 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 			t.Fatalf("no package %s: the walk is broken", core)
 		}
 		via := deps(imports, core)
-		for _, kind := range sinkKinds {
+		for _, kind := range sinkKindPackages {
 			if chain, ok := via[module+kind]; ok {
 				t.Errorf("%s depends on the sink kind %s (%s): the core sees sinks through interfaces; wire the kind in cmd/edged", core, kind, chain)
 			}

@@ -44,7 +44,7 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	log.Info("edged starting", "version", edruntime.Version, "config", what, "pid", os.Getpid())
 	if cfg.File == "" {
 		for _, s := range cfg.Sinks {
-			if s.Kind == "socket" {
+			if s.Kind == socketsink.Kind {
 				log.Info("no configuration file given: running the embedded default (synthetic camera, built-in demo model on ONNX Runtime, results on a Unix socket)",
 					"socket", s.Path, "try", "edged tail -socket "+s.Path)
 			}

@@ -353,76 +353,84 @@ func (s serialSensor) RejectedLines() map[string]uint64 {
 	return map[string]uint64{"checksum": st.Checksum, "malformed": st.Malformed, "oversize": st.Oversize}
 }
 
+// newSink builds sink s by its kind (sinkKinds).
 func newSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
-	switch s.Kind {
-	case "socket":
-		lg := log.With("sink", s.Name)
-		var rl ratelog.Limiter
-		o, err := socketOptions(s, c)
-		if err != nil {
-			return nil, err
-		}
-		o.Listener = inherited
-		o.OnControl = func(ctx context.Context, req stream.ControlRequest, peer socketsink.PeerCred) error {
-			rl.Log(lg, slog.LevelInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
-			return control(ctx, req.Reload)
-		}
-		// Every kind of client event is logged at most once per 10 s (with
-		// a count of those left out): peers decide how often these happen.
-		o.OnClient = func(ev socketsink.ClientEvent) {
-			args := []any{"client", ev.ID, "uid", ev.Peer.UID, "gid", ev.Peer.GID, "pid", ev.Peer.PID}
-			switch ev.Kind {
-			case socketsink.ClientConnected:
-				rl.Log(lg, slog.LevelInfo, "connected", "client connected", args...)
-			case socketsink.ClientRejected:
-				rl.Log(lg, slog.LevelWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
-			case socketsink.ClientDisconnected:
-				args = append(args, "sent", ev.Sent, "dropped", ev.Dropped)
-				if ev.Err != nil {
-					rl.Log(lg, slog.LevelWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
-				} else {
-					rl.Log(lg, slog.LevelInfo, "disconnected", "client disconnected", args...)
-				}
-			}
-		}
-		sock, err := socketsink.New(o)
-		if err != nil {
-			return nil, err
-		}
-		if inherited != nil {
-			lg.Info("socket sink listening (socket activation)", "path", sock.Path())
-		} else {
-			lg.Info("socket sink listening", "path", sock.Path(), "mode", fmt.Sprintf("%04o", o.Mode), "group", s.Group)
-		}
-		return sock, nil
-	case "serial":
-		lg := log.With("sink", s.Name, "device", s.Device)
-		var rl ratelog.Limiter
-		o := serialSinkOptions(s, c)
-		o.OnEvent = func(ev serialsink.Event) {
-			switch ev.Kind {
-			// Each kind at most once per 10 s: a port that opens and
-			// fails at once, over and over, cannot flood the journal
-			// (its state is edged_serial_up).
-			case serialsink.Opened:
-				rl.Log(lg, slog.LevelInfo, "opened", "serial port open", "event", "serial_up")
-			case serialsink.OpenFailed:
-				rl.Log(lg, slog.LevelWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-			case serialsink.Lost:
-				rl.Log(lg, slog.LevelWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-			case serialsink.Stalled:
-				rl.Log(lg, slog.LevelWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
-			}
-		}
-		ser, err := serialsink.New(o)
-		if err != nil {
-			return nil, err
-		}
-		return ser, nil
-	case "mqtt":
-		return newMQTTSink(log, s, c)
+	k, ok := sinkKinds[s.Kind]
+	if !ok {
+		return nil, errors.New("sink kind " + s.Kind + " is not available in this build")
 	}
-	return nil, errors.New("sink kind " + s.Kind + " is not available in this build")
+	return k.build(log, s, c, inherited, control)
+}
+
+// newSocketSink builds a socket sink: its listener (or the one systemd
+// passed), control requests handed to the daemon, client events logged.
+func newSocketSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
+	lg := log.With("sink", s.Name)
+	var rl ratelog.Limiter
+	o, err := socketOptions(s, c)
+	if err != nil {
+		return nil, err
+	}
+	o.Listener = inherited
+	o.OnControl = func(ctx context.Context, req stream.ControlRequest, peer socketsink.PeerCred) error {
+		rl.Log(lg, slog.LevelInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
+		return control(ctx, req.Reload)
+	}
+	// Every kind of client event is logged at most once per 10 s (with
+	// a count of those left out): peers decide how often these happen.
+	o.OnClient = func(ev socketsink.ClientEvent) {
+		args := []any{"client", ev.ID, "uid", ev.Peer.UID, "gid", ev.Peer.GID, "pid", ev.Peer.PID}
+		switch ev.Kind {
+		case socketsink.ClientConnected:
+			rl.Log(lg, slog.LevelInfo, "connected", "client connected", args...)
+		case socketsink.ClientRejected:
+			rl.Log(lg, slog.LevelWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
+		case socketsink.ClientDisconnected:
+			args = append(args, "sent", ev.Sent, "dropped", ev.Dropped)
+			if ev.Err != nil {
+				rl.Log(lg, slog.LevelWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
+			} else {
+				rl.Log(lg, slog.LevelInfo, "disconnected", "client disconnected", args...)
+			}
+		}
+	}
+	sock, err := socketsink.New(o)
+	if err != nil {
+		return nil, err
+	}
+	if inherited != nil {
+		lg.Info("socket sink listening (socket activation)", "path", sock.Path())
+	} else {
+		lg.Info("socket sink listening", "path", sock.Path(), "mode", fmt.Sprintf("%04o", o.Mode), "group", s.Group)
+	}
+	return sock, nil
+}
+
+// newSerialSink builds a serial sink; its port events are logged.
+func newSerialSink(log *slog.Logger, s *config.Sink, c *config.Config, _ net.Listener, _ edruntime.ControlFunc) (edruntime.Sink, error) {
+	lg := log.With("sink", s.Name, "device", s.Device)
+	var rl ratelog.Limiter
+	o := serialSinkOptions(s, c)
+	o.OnEvent = func(ev serialsink.Event) {
+		switch ev.Kind {
+		// Each kind at most once per 10 s: a port that opens and
+		// fails at once, over and over, cannot flood the journal
+		// (its state is edged_serial_up).
+		case serialsink.Opened:
+			rl.Log(lg, slog.LevelInfo, "opened", "serial port open", "event", "serial_up")
+		case serialsink.OpenFailed:
+			rl.Log(lg, slog.LevelWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+		case serialsink.Lost:
+			rl.Log(lg, slog.LevelWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
+		case serialsink.Stalled:
+			rl.Log(lg, slog.LevelWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
+		}
+	}
+	ser, err := serialsink.New(o)
+	if err != nil {
+		return nil, err
+	}
+	return ser, nil
 }
 
 // socketOptions are the options of socket sink s, as run makes them and
@@ -478,7 +486,7 @@ func libPath(c *config.Config, lib string) string {
 
 // newMQTTSink builds an MQTT sink; its on-disk queue is
 // state_dir/mqtt/<sink>/ (memory only without a state folder).
-func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config) (edruntime.Sink, error) {
+func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config, _ net.Listener, _ edruntime.ControlFunc) (edruntime.Sink, error) {
 	o, err := mqttOptions(s, c)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,4 @@
+package mqttsink
+
+// Kind is the sink kind this package is: [[sink]] kind = "mqtt".
+const Kind = "mqtt"

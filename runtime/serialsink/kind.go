@@ -1,0 +1,4 @@
+package serialsink
+
+// Kind is the sink kind this package is: [[sink]] kind = "serial".
+const Kind = "serial"

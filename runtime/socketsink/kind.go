@@ -1,0 +1,4 @@
+package socketsink
+
+// Kind is the sink kind this package is: [[sink]] kind = "socket".
+const Kind = "socket"
