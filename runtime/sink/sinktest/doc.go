@@ -1,0 +1,3 @@
+// Package sinktest reads what a sink's Prometheus collector exports, for
+// the sink kinds' tests. Tests only.
+package sinktest
