@@ -18,7 +18,6 @@ import (
 	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
-	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
 // checkSources opens what each source reads, as run opens it: a camera's
@@ -40,25 +39,9 @@ func checkSources(ctx context.Context, r *report, cfg *config.Config, valid bool
 			}
 			src.Close()
 		}
-		var err error
-		what := sc.Kind
-		switch sc.Kind {
-		case "v4l2":
-			what = devicePath(sc, cfg)
-			err = checkDevice(what)
-		case "replay":
-			pf, _ := sensors.ParsePixelFormat(sc.Format)
-			var f sensors.Format
-			if f, _, err = replayFormat(cfg.Resolve(sc.Path), pf); err == nil {
-				what = fmt.Sprintf("replay of %s: %dx%d %s", cfg.Resolve(sc.Path), f.Width, f.Height, f.Pixel)
-			}
-		case rtsp.Kind:
-			what, err = checkRTSP(ctx, sc, cfg)
-		case "serial":
-			what = devicePath(sc, cfg)
-			if err = probeSensor(ctx, sc, cfg); err != nil {
-				err = errors.New(fromPath(err, what))
-			}
+		what, err := sc.Kind, error(nil)
+		if k := sourceKinds[sc.Kind]; k.check != nil {
+			what, err = k.check(ctx, sc, cfg)
 		}
 		switch {
 		case err == nil:
@@ -71,6 +54,33 @@ func checkSources(ctx context.Context, r *report, cfg *config.Config, valid bool
 			r.fail(exitFailure, "source %s: %v", sc.Name, err)
 		}
 	}
+}
+
+// checkV4L2 opens a camera's device node as V4L2 needs it (read and
+// write), and closes it.
+func checkV4L2(_ context.Context, sc *config.Source, cfg *config.Config) (string, error) {
+	what := devicePath(sc, cfg)
+	return what, checkDevice(what)
+}
+
+// checkReplay reads a recording's header, or its folder's first image,
+// for the size and format its frames have.
+func checkReplay(_ context.Context, sc *config.Source, cfg *config.Config) (string, error) {
+	pf, _ := sensors.ParsePixelFormat(sc.Format)
+	f, _, err := replayFormat(cfg.Resolve(sc.Path), pf)
+	if err != nil {
+		return sc.Kind, err
+	}
+	return fmt.Sprintf("replay of %s: %dx%d %s", cfg.Resolve(sc.Path), f.Width, f.Height, f.Pixel), nil
+}
+
+// checkSerialSensor starts and stops a serial sensor as run starts it.
+func checkSerialSensor(ctx context.Context, sc *config.Source, cfg *config.Config) (string, error) {
+	what := devicePath(sc, cfg)
+	if err := probeSensor(ctx, sc, cfg); err != nil {
+		return what, errors.New(fromPath(err, what))
+	}
+	return what, nil
 }
 
 // probeSensor starts and stops a serial sensor as run starts it.

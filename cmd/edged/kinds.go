@@ -10,6 +10,13 @@ import (
 	"github.com/edged-dev/edged/runtime/mqttsink"
 	"github.com/edged-dev/edged/runtime/serialsink"
 	"github.com/edged-dev/edged/runtime/socketsink"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/jpeg"
+	"github.com/edged-dev/edged/sensors/replay"
+	"github.com/edged-dev/edged/sensors/rtsp"
+	"github.com/edged-dev/edged/sensors/serialsrc"
+	"github.com/edged-dev/edged/sensors/synthetic"
+	"github.com/edged-dev/edged/sensors/v4l2"
 )
 
 // sinkKind is what the binary does with a sink of one kind: build is how
@@ -28,4 +35,26 @@ var sinkKinds = map[string]sinkKind{
 	socketsink.Kind: {build: newSocketSink, check: checkSocketSink},
 	serialsink.Kind: {build: newSerialSink, check: checkSerialSink},
 	mqttsink.Kind:   {build: newMQTTSink, check: checkMQTTSink},
+}
+
+// sourceKind is what the binary does with a source of one kind: a camera
+// is built by camera (from its table, the pixel format it names and how
+// MJPEG is decoded), a serial sensor by newSensor; check is what edged
+// check says about the device, recording or stream it reads (nil: nothing
+// to look at), as run would open it.
+type sourceKind struct {
+	camera func(sc *config.Source, c *config.Config, pf sensors.PixelFormat, jo jpeg.Options) (sensors.Source, error)
+	check  func(ctx context.Context, sc *config.Source, c *config.Config) (what string, err error)
+}
+
+// sourceKinds are the source kinds this binary has, by the kind names
+// their packages declare: the one place that names them.
+var sourceKinds = map[string]sourceKind{
+	synthetic.Kind: {camera: newSynthetic},
+	v4l2.Kind:      {camera: newV4L2, check: checkV4L2},
+	replay.Kind:    {camera: newReplay, check: checkReplay},
+	rtsp.Kind: {camera: func(sc *config.Source, c *config.Config, _ sensors.PixelFormat, _ jpeg.Options) (sensors.Source, error) {
+		return newRTSPCamera(sc, c)
+	}, check: checkRTSP},
+	serialsrc.Kind: {check: checkSerialSensor},
 }

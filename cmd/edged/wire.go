@@ -25,7 +25,6 @@ import (
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/sensors/replay"
-	"github.com/edged-dev/edged/sensors/rtsp"
 	"github.com/edged-dev/edged/sensors/serialsrc"
 	"github.com/edged-dev/edged/sensors/synthetic"
 	"github.com/edged-dev/edged/sensors/v4l2"
@@ -203,38 +202,45 @@ func (w *wiring) jpegOptions(sc *config.Source, c *config.Config) jpeg.Options {
 	return jpeg.Options{}
 }
 
+// newCamera builds camera sc by its kind (sourceKinds).
 func newCamera(sc *config.Source, c *config.Config, jo jpeg.Options) (sensors.Source, error) {
+	k, ok := sourceKinds[sc.Kind]
+	if !ok || k.camera == nil {
+		return nil, fmt.Errorf("source kind %q is not a camera", sc.Kind)
+	}
 	pf, err := sensors.ParsePixelFormat(sc.Format)
 	if err != nil && sc.Format != "" {
 		return nil, err
 	}
-	switch sc.Kind {
-	case "synthetic":
-		return synthetic.New(synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
-			Seed: uint64(sc.Seed), PeriodFrames: sc.Period, JPEG: jo})
-	case "v4l2":
-		opts := v4l2.Options{Name: sc.Name, Device: devicePath(sc, c), Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
-			Buffers: sc.Buffers, Memory: sc.IO, JPEG: jo}
-		src, err := v4l2.New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return sizedSource{src, v4l2.SlotSizeHint(opts)}, nil
-	case "replay":
-		path := c.Resolve(sc.Path)
-		src, err := replay.New(replay.Options{Name: sc.Name, Path: path, Pixel: pf, FPS: sc.FPS, FreeRun: sc.FreeRun, Loop: sc.Loop, JPEG: jo})
-		if err != nil {
-			return nil, err
-		}
-		size, err := replaySlotSize(path, pf)
-		if err != nil {
-			return nil, err
-		}
-		return sizedSource{src, size}, nil
-	case rtsp.Kind:
-		return newRTSPCamera(sc, c)
+	return k.camera(sc, c, pf, jo)
+}
+
+func newSynthetic(sc *config.Source, _ *config.Config, pf sensors.PixelFormat, jo jpeg.Options) (sensors.Source, error) {
+	return synthetic.New(synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
+		Seed: uint64(sc.Seed), PeriodFrames: sc.Period, JPEG: jo})
+}
+
+func newV4L2(sc *config.Source, c *config.Config, pf sensors.PixelFormat, jo jpeg.Options) (sensors.Source, error) {
+	opts := v4l2.Options{Name: sc.Name, Device: devicePath(sc, c), Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS,
+		Buffers: sc.Buffers, Memory: sc.IO, JPEG: jo}
+	src, err := v4l2.New(opts)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("source kind %q is not a camera", sc.Kind)
+	return sizedSource{src, v4l2.SlotSizeHint(opts)}, nil
+}
+
+func newReplay(sc *config.Source, c *config.Config, pf sensors.PixelFormat, jo jpeg.Options) (sensors.Source, error) {
+	path := c.Resolve(sc.Path)
+	src, err := replay.New(replay.Options{Name: sc.Name, Path: path, Pixel: pf, FPS: sc.FPS, FreeRun: sc.FreeRun, Loop: sc.Loop, JPEG: jo})
+	if err != nil {
+		return nil, err
+	}
+	size, err := replaySlotSize(path, pf)
+	if err != nil {
+		return nil, err
+	}
+	return sizedSource{src, size}, nil
 }
 
 // sizedSource tells the runtime how large a frame slot the source needs

@@ -1,0 +1,4 @@
+package synthetic
+
+// Kind is the source kind this package is: [[source]] kind = "synthetic".
+const Kind = "synthetic"
