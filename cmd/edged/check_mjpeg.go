@@ -6,6 +6,7 @@ import (
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/jpeg"
+	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/trt"
 )
 
@@ -21,7 +22,7 @@ func checkMJPEG(wr *wiring, cfg *config.Config, sigs map[string]trt.Signature, o
 		if sc == nil {
 			continue
 		}
-		if sc.Kind == "replay" {
+		if sc.Kind == replay.Kind {
 			f, dir, err := replayFormat(cfg.Resolve(sc.Path), 0)
 			if err != nil || dir || f.Pixel != sensors.MJPEG {
 				continue

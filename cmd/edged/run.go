@@ -15,6 +15,7 @@ import (
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/sensors/jpeg"
+	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/trt/onnx"
 )
 
@@ -165,7 +166,7 @@ func preloadLibraries(cfg *config.Config, log *slog.Logger) {
 	}
 	for _, s := range cfg.Sources {
 		// A replay file says its format only when opened.
-		if s.Format == "MJPEG" || s.Format == "MJPG" || s.Kind == "replay" {
+		if s.Format == "MJPEG" || s.Format == "MJPG" || s.Kind == replay.Kind {
 			if d, err := jpeg.New(jpeg.Options{Backend: jpeg.TurboJPEG}); err == nil {
 				d.Close() // the library stays loaded
 			}
