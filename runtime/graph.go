@@ -553,6 +553,27 @@ func LoadEngine(ctx context.Context, c *config.Config, mc *config.Model, pc *con
 	return hot, nil
 }
 
+// ShareEngine gives pipeline pc (nil: no pipeline) of model mc an engine
+// shared from the one base serves, as the daemon gives every pipeline of a
+// model after the first (reload.StageSet from a serving engine: its own
+// tensors, its signature checked, warmed up; the model not loaded again),
+// for edged check. The engine is returned in a Hot of its own at base's
+// generation, which the caller closes (before or after base).
+func ShareEngine(ctx context.Context, base *trt.Hot, mc *config.Model, pc *config.Pipeline, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
+	gen := base.Acquire()
+	if gen == nil {
+		return nil, trt.ErrClosed
+	}
+	defer gen.Release()
+	set, _, err := reload.StageSet(ctx, nil, gen.Engine, []trt.LoadOptions{LoadOptions(mc, pc, alloc)}, []trt.Signature{{}}, reload.StageOptions{Backend: backend})
+	if err != nil {
+		return nil, err
+	}
+	hot := &trt.Hot{}
+	set.Install([]*trt.Hot{hot}, mc.Name, gen.SHA256, gen.Number)
+	return hot, nil
+}
+
 // triggerEngines asks every watched model file to be checked now. A nil
 // graph (none built yet) has nothing to check.
 func (g *graph) triggerEngines() {

@@ -595,3 +595,43 @@ func (d *daemon) checkMemory(base, next *graph) error {
 	d.log.Info("memory", "budget", r.String())
 	return nil
 }
+
+// DeclaredBatch is the batch dimension an ONNX model (or a built-in one)
+// declares on its first input, read from the file without loading it
+// (onnxproto.ReadIO): axis 0 fixed to N (Fixed, Min = Opt = Max = N) or
+// dynamic (Min 1, Max 0: no limit). ok is false for other models (a
+// TensorRT plan says it through its optimization profile, at load) and
+// files that cannot be read.
+func DeclaredBatch(c *config.Config, mc *config.Model) (d trt.BatchDim, ok bool) {
+	if bn, _ := config.ModelBackend(mc); bn != "onnx" {
+		return d, false
+	}
+	var r io.ReaderAt
+	var size int64
+	if name, builtin := mc.Builtin(); builtin {
+		b, err := config.BuiltinModel(name)
+		if err != nil {
+			return d, false
+		}
+		r, size = bytes.NewReader(b), int64(len(b))
+	} else {
+		f, err := os.Open(c.Resolve(mc.Path))
+		if err != nil {
+			return d, false
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			return d, false
+		}
+		r, size = f, st.Size()
+	}
+	decl, err := onnxproto.ReadIO(r, size)
+	if err != nil || len(decl.Inputs) == 0 || len(decl.Inputs[0].Dims) == 0 {
+		return d, false
+	}
+	if n := decl.Inputs[0].Dims[0]; n > 0 {
+		return trt.BatchDim{Min: int(n), Opt: int(n), Max: int(n), Fixed: true}, true
+	}
+	return trt.BatchDim{Min: 1, Opt: 1}, true
+}

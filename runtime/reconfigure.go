@@ -270,83 +270,124 @@ func (d *daemon) reconfigure(ctx context.Context, c *config.Config) error {
 // In restore mode it does not fail: a pipeline that cannot be built is
 // put in the graph's failed set.
 func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mode reconfig) (_ *graph, err error) {
-	next := newGraph(d, c)
+	pr := &preparing{d: d, ctx: ctx, base: base, next: newGraph(d, c), c: c, mode: mode, restoring: mode == reconfigRestore,
+		sensorErr: map[string]error{}, carried: map[string]*trt.Hot{}}
 	defer func() {
 		if err != nil {
-			d.release(next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
+			d.release(pr.next, base, time.Now().Add(c.Daemon.StopTimeout.Duration))
 		}
 	}()
-	restoring := mode == reconfigRestore
 	if dir := stateDir(c); dir != "" {
 		if lg := base.lastGood; lg != nil && lg.root == dir {
-			next.lastGood = lg
+			pr.next.lastGood = lg
 		} else {
-			next.lastGood = newLastGood(dir, d.log, c.Daemon.MaxModelBytes)
+			pr.next.lastGood = newLastGood(dir, d.log, c.Daemon.MaxModelBytes)
 		}
 	}
+	if err := pr.sensors(); err != nil {
+		return nil, err
+	}
+	pr.models()
+	if err := pr.pipelines(); err != nil {
+		return nil, err
+	}
+	// Frame pools and engines must fit in memory (with what base holds,
+	// which a reload frees) before anything is allocated.
+	if !pr.restoring {
+		if err := d.checkMemory(base, pr.next); err != nil {
+			return nil, err
+		}
+	}
+	if err := pr.engines(); err != nil {
+		return nil, err
+	}
+	if err := pr.bindCarried(); err != nil {
+		return nil, err
+	}
+	return pr.next, nil
+}
 
-	// Serial sensors used by pipelines.
-	sensorErr := map[string]error{}
+// preparing is one prepare in progress: the graph it builds (next) from
+// the running one (base), and what one step of it tells the next.
+type preparing struct {
+	d          *daemon
+	ctx        context.Context
+	base, next *graph
+	c          *config.Config
+	mode       reconfig
+	restoring  bool
+
+	sensorErr map[string]error     // sensors that could not be built (restoring)
+	prev      map[string]*pipeline // base's pipelines by name, running or failed
+	order     []string             // model names, in the order pipelines name them
+	byModel   map[string][]*config.Pipeline
+	carried   map[string]*trt.Hot // pipeline name -> the Hot it keeps
+}
+
+// sensors builds the serial sensors the pipelines use, taking over the
+// running ones whose configuration is unchanged. At start they are opened
+// at once, so that they have samples when the first frame needs one.
+func (pr *preparing) sensors() error {
+	d, c, next := pr.d, pr.c, pr.next
 	for _, pc := range c.Pipelines {
 		for _, name := range pc.Sensors {
-			if next.sensors[name] != nil || sensorErr[name] != nil {
+			if next.sensors[name] != nil || pr.sensorErr[name] != nil {
 				continue
 			}
 			sc := c.Source(name)
 			key := configKey(sc)
-			if e := base.sensors[name]; e != nil && e.key == key && e.running() {
+			if e := pr.base.sensors[name]; e != nil && e.key == key && e.running() {
 				next.sensors[name] = e
 				continue
 			}
 			src, err := d.opts.Factories.Sensor(sc, c)
 			if err != nil {
 				err = fmt.Errorf("sensor %q: %w", name, err)
-				if !restoring {
-					return nil, err
+				if !pr.restoring {
+					return err
 				}
-				sensorErr[name] = err
+				pr.sensorErr[name] = err
 				continue
 			}
 			e := &sensorEntry{cfg: sc, key: key, src: src, ring: sensors.NewRing(sc.RingSize)}
 			next.sensors[name] = e
-			if mode == reconfigStart {
-				// Nothing runs yet: open the sensor now, so that it has
-				// samples by the time the first frame needs one.
+			if pr.mode == reconfigStart {
 				if err := d.startSensor(e, true); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
 	}
+	return nil
+}
 
-	// The pipelines of base by name, running or failed: their engines
-	// may carry over.
-	prev := map[string]*pipeline{}
+// models decides, model by model, what carries over: an unchanged model
+// keeps its watcher, backend and engines; otherwise a pipeline's engine
+// carries over when it would be built the same way from the same content.
+func (pr *preparing) models() {
+	c, base, next := pr.c, pr.base, pr.next
+	pr.prev = map[string]*pipeline{}
 	for _, p := range base.pipelines {
-		prev[p.cfg.Name] = p
+		pr.prev[p.cfg.Name] = p
 	}
 	for name, f := range base.failed {
-		prev[name] = f.p
+		pr.prev[name] = f.p
 	}
-
-	// Models, and which engines carry over.
-	var order []string
-	byModel := map[string][]*config.Pipeline{}
+	pr.byModel = map[string][]*config.Pipeline{}
 	for i := range c.Pipelines {
 		pc := &c.Pipelines[i]
-		if byModel[pc.Model] == nil {
-			order = append(order, pc.Model)
+		if pr.byModel[pc.Model] == nil {
+			pr.order = append(pr.order, pc.Model)
 		}
-		byModel[pc.Model] = append(byModel[pc.Model], pc)
+		pr.byModel[pc.Model] = append(pr.byModel[pc.Model], pc)
 	}
-	carried := map[string]*trt.Hot{} // pipeline name -> the Hot it keeps
-	for _, name := range order {
-		mc, pcs := c.Model(name), byModel[name]
+	for _, name := range pr.order {
+		mc, pcs := c.Model(name), pr.byModel[name]
 		key := modelKey(c, mc, pcs)
-		if m := base.models[name]; m != nil && m.key == key && allServing(prev, pcs) {
+		if m := base.models[name]; m != nil && m.key == key && allServing(pr.prev, pcs) {
 			next.models[name] = m // unchanged: watcher, backend and engines stay
 			for _, pc := range pcs {
-				carried[pc.Name] = prev[pc.Name].hot
+				pr.carried[pc.Name] = pr.prev[pc.Name].hot
 			}
 			continue
 		}
@@ -359,81 +400,90 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mod
 		}
 		next.models[name] = m
 		for _, pc := range pcs {
-			o := prev[pc.Name]
-			if o == nil || m.backend == nil || o.cfg.Model != name || o.life.engine != engineKey(c, pc) {
-				continue
-			}
-			gen := o.hot.Current()
-			if gen == nil {
-				continue
-			}
-			// The same file: the engine in memory is what this file last
-			// validated (the watcher deals with what is there now).
-			// Another file: only if it holds the same content.
-			if o.life.model == modelPath(c, mc) || sameContent(m.path, gen.SHA256, c.Daemon.MaxModelBytes) {
-				carried[pc.Name] = o.hot
+			if pr.carries(m, pc) {
+				pr.carried[pc.Name] = pr.prev[pc.Name].hot
 			}
 		}
 	}
+}
 
-	// Pipelines: unchanged ones are taken over running; the others are
-	// built around the engine they carry over, or an empty Hot.
-	fail := func(p *pipeline, err error) error {
-		if !restoring {
-			return err
-		}
-		d.log.Error("pipeline cannot be restored", "pipeline", p.cfg.Name, "err", err)
-		next.failed[p.cfg.Name] = &failedPipeline{p: p, err: err}
-		return nil
+// carries reports whether pipeline pc of changed model m keeps the engine
+// its predecessor serves: the same backend and load options, and the same
+// file, whose last validated content is what is in memory (the watcher
+// deals with what is there now), or another file with the same content.
+func (pr *preparing) carries(m *model, pc *config.Pipeline) bool {
+	o := pr.prev[pc.Name]
+	if o == nil || m.backend == nil || o.cfg.Model != m.cfg.Name || o.life.engine != engineKey(pr.c, pc) {
+		return false
 	}
+	gen := o.hot.Current()
+	if gen == nil {
+		return false
+	}
+	return o.life.model == modelPath(pr.c, m.cfg) || sameContent(m.path, gen.SHA256, pr.c.Daemon.MaxModelBytes)
+}
+
+// fail records that pipeline p cannot be built: an error, unless
+// restoring, which marks it failed instead.
+func (pr *preparing) fail(p *pipeline, err error) error {
+	if !pr.restoring {
+		return err
+	}
+	pr.d.log.Error("pipeline cannot be restored", "pipeline", p.cfg.Name, "err", err)
+	pr.next.failed[p.cfg.Name] = &failedPipeline{p: p, err: err}
+	return nil
+}
+
+// pipelines takes over the unchanged pipelines running, and builds the
+// others (not started) around the engine they carry over or an empty Hot,
+// with their cameras constructed but not opened.
+func (pr *preparing) pipelines() error {
+	c, next := pr.c, pr.next
 	for i := range c.Pipelines {
 		pc := &c.Pipelines[i]
-		o, hot := prev[pc.Name], carried[pc.Name]
+		o, hot := pr.prev[pc.Name], pr.carried[pc.Name]
 		if o != nil && o.running() && hot == o.hot && o.life.key == pipelineKey(c, pc) {
 			next.pipelines = append(next.pipelines, o)
 			continue
 		}
 		var serr error
 		for _, s := range pc.Sensors {
-			serr = cmpErr(serr, sensorErr[s])
+			serr = cmpErr(serr, pr.sensorErr[s])
 		}
 		if serr != nil {
 			p := &pipeline{cfg: pc, hot: hot}
 			if hot == nil {
 				p.hot = &trt.Hot{}
 			}
-			fail(p, serr)
+			pr.fail(p, serr)
 			continue
 		}
 		p := next.newPipeline(pc, hot)
-		src, err := d.opts.Factories.Camera(p.scfg, c)
+		src, err := pr.d.opts.Factories.Camera(p.scfg, c)
 		if err != nil {
-			if err := fail(p, fmt.Errorf("%w: source %q: %w", config.ErrInvalid, p.scfg.Name, err)); err != nil {
-				return nil, err
+			if err := pr.fail(p, fmt.Errorf("%w: source %q: %w", config.ErrInvalid, p.scfg.Name, err)); err != nil {
+				return err
 			}
 			continue
 		}
 		p.src = src
 		next.pipelines = append(next.pipelines, p)
 	}
+	return nil
+}
 
-	// Frame pools and engines must fit in memory (with what base holds,
-	// which a reload frees) before anything is allocated.
-	if !restoring {
-		if err := d.checkMemory(base, next); err != nil {
-			return nil, err
-		}
-	}
-
-	// Engines: load what does not carry over (a changed model goes
-	// through the same validation and warm-up as a hot reload), then bind
-	// the rebuilt pipelines to the engines they carried over.
-	for _, name := range order {
-		m := next.models[name]
-		if m == base.models[name] {
+// engines loads what does not carry over: a changed model goes through
+// the same validation and warm-up as a hot reload, once for all of its
+// pipelines that need an engine (shared from one of its carried engines
+// when that has the content).
+func (pr *preparing) engines() error {
+	d, c, ctx := pr.d, pr.c, pr.ctx
+	for _, name := range pr.order {
+		m := pr.next.models[name]
+		if m == pr.base.models[name] {
 			continue
 		}
-		for _, p := range next.pipelines {
+		for _, p := range pr.next.pipelines {
 			if p.cfg.Model == name {
 				m.targets = append(m.targets, p)
 			}
@@ -444,10 +494,10 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mod
 		if m.backend == nil {
 			bn, err := config.ModelBackend(m.cfg)
 			if err != nil {
-				return nil, fmt.Errorf("%w: model %q: %w", config.ErrInvalid, name, err)
+				return fmt.Errorf("%w: model %q: %w", config.ErrInvalid, name, err)
 			}
 			if m.backend, err = d.opts.Factories.Backend(bn, m.cfg, c); err != nil {
-				return nil, fmt.Errorf("%w: model %q: %w", config.ErrInvalid, name, err)
+				return fmt.Errorf("%w: model %q: %w", config.ErrInvalid, name, err)
 			}
 		}
 		if m.path != "" {
@@ -456,36 +506,42 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mod
 			d.setReloadStep("loading model %s", name)
 		}
 		if failpoint(ctx, "model/load") {
-			return nil, fmt.Errorf("model %q: failpoint model/load", name)
+			return fmt.Errorf("model %q: failpoint model/load", name)
 		}
-		if m.path == "" {
-			var fresh []*pipeline
-			for _, p := range m.targets {
-				if p.hot.Current() == nil {
-					fresh = append(fresh, p)
-				}
-			}
-			if len(fresh) > 0 {
-				if err := m.loadBuiltin(ctx, d, fresh); err != nil {
-					return nil, err
-				}
+		if m.path != "" {
+			if err := m.loadFile(ctx, d, pr.next.lastGood, pr.mode == reconfigStart); err != nil {
+				return err
 			}
 			continue
 		}
-		if err := m.loadFile(ctx, d, next.lastGood, mode == reconfigStart); err != nil {
-			return nil, err
+		var fresh []*pipeline
+		for _, p := range m.targets {
+			if p.hot.Current() == nil {
+				fresh = append(fresh, p)
+			}
+		}
+		if len(fresh) > 0 {
+			if err := m.loadBuiltin(ctx, d, fresh); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// bindCarried binds the rebuilt pipelines to the engines they carried
+// over (the others were bound when their engines were loaded).
+func (pr *preparing) bindCarried() error {
 	kept := map[*pipeline]bool{}
-	for _, p := range base.pipelines {
+	for _, p := range pr.base.pipelines {
 		kept[p] = true
 	}
 	var built []*pipeline
-	for _, p := range next.pipelines {
-		if !kept[p] && carried[p.cfg.Name] != nil {
+	for _, p := range pr.next.pipelines {
+		if !kept[p] && pr.carried[p.cfg.Name] != nil {
 			if err := p.bind(p.hot.Current().Engine); err != nil {
-				if err := fail(p, err); err != nil {
-					return nil, err
+				if err := pr.fail(p, err); err != nil {
+					return err
 				}
 				p.src.Close()
 				continue
@@ -493,8 +549,8 @@ func (d *daemon) prepare(ctx context.Context, base *graph, c *config.Config, mod
 		}
 		built = append(built, p)
 	}
-	next.pipelines = built
-	return next, nil
+	pr.next.pipelines = built
+	return nil
 }
 
 func allServing(prev map[string]*pipeline, pcs []*config.Pipeline) bool {

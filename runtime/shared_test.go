@@ -288,3 +288,65 @@ func waitRejected(t *testing.T, s *recordingSink, want int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPipelineAddedSharesRunningModel: a pipeline a configuration reload
+// adds to a model that serves shares the engine in memory (the file is not
+// loaded again) and counts its generation from the first result on; the
+// pipelines that were running keep running, their frames uninterrupted.
+func TestPipelineAddedSharesRunningModel(t *testing.T) {
+	backend := &countingBackend{Backend: ortBackend(t), weights: map[any]bool{}}
+	dir := t.TempDir()
+	model := filepath.Join(dir, "demo.onnx")
+	writeAtomic(t, model, variant(t, 0))
+	sink := newRecordingSink()
+	d, _, stop := runDaemon(t, Options{Config: parseConfig(t, sharedConfig(t, 2, 60, model)), Factories: testFactories(t, sink, backend)})
+	latest := func(pipe string) (stream.Record, bool) {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for i := len(sink.results) - 1; i >= 0; i-- {
+			if r := sink.results[i]; r.Pipeline == pipe {
+				return r, true
+			}
+		}
+		return stream.Record{}, false
+	}
+	atGen := func(pipe string, g uint64) func() bool {
+		return func() bool { r, ok := latest(pipe); return ok && r.Engine.Generation == g }
+	}
+	waitFor(t, 60*time.Second, atGen("p1", 1))
+	writeAtomic(t, model, variant(t, 3)) // generation 2 for both
+	waitFor(t, 30*time.Second, atGen("demo", 2))
+	waitFor(t, 30*time.Second, atGen("p1", 2))
+	before, _ := latest("p1")
+	if err := d.Reload(context.Background(), parseConfig(t, sharedConfig(t, 3, 60, model))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool { _, ok := latest("p2"); return ok })
+	sink.mu.Lock()
+	var first stream.Record
+	for _, r := range sink.results {
+		if r.Pipeline == "p2" {
+			first = r
+			break
+		}
+	}
+	var seq uint64
+	for _, r := range sink.results {
+		if r.Pipeline == "p1" && r.FrameSeq > before.FrameSeq {
+			if seq != 0 && r.FrameSeq != seq+1 {
+				t.Errorf("p1: frame %d followed by %d across the reload", seq, r.FrameSeq)
+			}
+			seq = r.FrameSeq
+		}
+	}
+	sink.mu.Unlock()
+	if first.Engine.Generation != 2 || first.Engine.SHA256 != before.Engine.SHA256 {
+		t.Errorf("the added pipeline's first result: generation %d %s, want the running model's 2 %s", first.Engine.Generation, first.Engine.SHA256, before.Engine.SHA256)
+	}
+	if n := backend.loads.Load(); n != 2 {
+		t.Errorf("%d models loaded, want 2 (the start and the swap; the added pipeline shares)", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

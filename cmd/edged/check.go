@@ -17,6 +17,7 @@ import (
 	"github.com/edged-dev/edged/sensors/jpeg"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/trt/plan"
+	"github.com/edged-dev/edged/trt/reload"
 	"github.com/edged-dev/edged/trt/tensorrt"
 	"github.com/edged-dev/edged/umem"
 )
@@ -105,6 +106,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			continue
 		}
 		checkModelFor(ctx, r, w, cfg, m, alloc, sigs)
+	}
+	if valid {
+		checkSameFile(cfg, r.warn)
 	}
 	checkMJPEG(w, cfg, sigs, r.ok, r.warn)
 	r.verdict()
@@ -220,8 +224,10 @@ func (r *report) gpu(w *wiring, cfg *config.Config) umem.Allocator {
 	return alloc
 }
 
-// checkModelFor loads model m for each pipeline that uses it (once when
-// none does), as run loads them, and checks each pipeline against it.
+// checkModelFor loads model m as run loads it: once (for its first
+// pipeline, or for none when no pipeline names it), and an engine shared
+// from that one for each other pipeline naming it; it checks each
+// pipeline against its engine and says what the pipelines share.
 func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config, m *config.Model, alloc umem.Allocator, sigs map[string]trt.Signature) {
 	var users []*config.Pipeline
 	for j := range cfg.Pipelines {
@@ -232,9 +238,27 @@ func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config
 	if len(users) == 0 {
 		users = append(users, nil)
 	}
+	var base *loadedModel
+	defer func() {
+		if base != nil {
+			base.close()
+		}
+	}()
+	var batch trt.BatchDim
 	for _, pc := range users {
 		start := time.Now()
-		sig, md, backend, plugins, err := checkModel(ctx, w, cfg, m, pc, alloc)
+		hot, how := (*trt.Hot)(nil), "loaded and warmed up"
+		var err error
+		if base == nil {
+			if base, err = checkModel(ctx, w, cfg, m, pc, alloc); err == nil {
+				hot = base.hot
+			}
+		} else {
+			how = "an engine shared from the one loaded for pipeline " + users[0].Name + ", warmed up"
+			if hot, err = edruntime.ShareEngine(ctx, base.hot, m, pc, base.be, alloc); err == nil {
+				defer hot.Close()
+			}
+		}
 		if err != nil {
 			c := exitConfig
 			if errors.Is(err, trt.ErrMemory) {
@@ -243,13 +267,18 @@ func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config
 			r.fail(c, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
 			return
 		}
+		e := hot.Current().Engine
+		sig, md := trt.SignatureOf(e), trt.MetadataOf(e)
+		if b, ok := e.(interface{ BatchDim() trt.BatchDim }); ok && b.BatchDim() != (trt.BatchDim{}) {
+			batch = b.BatchDim()
+		}
 		_, seen := sigs[m.Name]
 		sigs[m.Name] = sig
-		r.ok("model %s (%s): %s, loaded and warmed up in %s; %s", m.Name, cfg.Resolve(m.Path), backend, time.Since(start).Round(time.Millisecond), sig)
+		r.ok("model %s (%s): %s, %s in %s; %s", m.Name, cfg.Resolve(m.Path), base.be.Name(), how, time.Since(start).Round(time.Millisecond), sig)
 		if !seen {
 			r.note("model %s: %s", m.Name, md)
-			if plugins != "" {
-				r.note("model %s: TensorRT plugins: %s", m.Name, plugins)
+			if base.plugins != "" {
+				r.note("model %s: TensorRT plugins: %s", m.Name, base.plugins)
 			}
 		}
 		if pc == nil {
@@ -267,6 +296,83 @@ func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config
 			continue
 		}
 		r.ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
+	}
+	r.note("model %s: %s", m.Name, modelSharing(cfg, m, users, batch))
+}
+
+// modelSharing says, for check, a model's batch dimension (fixed N,
+// dynamic, or 1), the pipelines sharing it and the memory it takes once.
+func modelSharing(cfg *config.Config, m *config.Model, users []*config.Pipeline, batch trt.BatchDim) string {
+	if batch == (trt.BatchDim{}) {
+		batch, _ = edruntime.DeclaredBatch(cfg, m)
+	}
+	var dim string
+	switch {
+	case batch == (trt.BatchDim{}):
+		dim = "batch dimension not known before a pipeline batches (TensorRT reads it from the engine's optimization profile)"
+	case batch.Fixed && batch.Max == 1:
+		dim = "batch dimension 1"
+	default:
+		dim = "batch dimension " + batch.String()
+	}
+	var names []string
+	for _, pc := range users {
+		if pc != nil {
+			names = append(names, pc.Name)
+		}
+	}
+	var engine, tensors int64
+	var file int64
+	for _, n := range edruntime.PlanMemory(cfg, nil, false).Needs {
+		if n.Model == m.Name {
+			engine, tensors, file = engine+n.EngineBytes, tensors+n.TensorBytes, n.ModelBytes
+		}
+	}
+	mem := fmt.Sprintf("engine about %s (file %s × %g) once", edruntime.FormatSize(engine), edruntime.FormatSize(file), reload.DefaultBudgetFactor)
+	if tensors > 0 {
+		mem += fmt.Sprintf(", engine tensors %s in all", edruntime.FormatSize(tensors))
+	}
+	switch len(names) {
+	case 0:
+		return fmt.Sprintf("%s; no pipeline names it; %s", dim, mem)
+	case 1:
+		return fmt.Sprintf("%s; pipeline %s; %s", dim, names[0], mem)
+	}
+	return fmt.Sprintf("%s; shared by pipelines %s (loaded once, an engine each); %s", dim, strings.Join(names, ", "), mem)
+}
+
+// checkSameFile warns of [[model]] tables naming one file: each is a
+// model of its own, loaded (and its weights held) once per table, where
+// one table named by every pipeline would be loaded once for all.
+func checkSameFile(cfg *config.Config, warn func(string, ...any)) {
+	first := map[string]int{}
+	for i := range cfg.Models {
+		m := &cfg.Models[i]
+		if _, builtin := m.Builtin(); builtin {
+			continue
+		}
+		p := cfg.Resolve(m.Path)
+		if j, ok := first[p]; ok {
+			warn("%s", cfg.Problem(fmt.Sprintf("model[%d].path", i), "models %q and %q name the same file %s: each loads it and holds its weights; name model %q in both pipelines to load it once for all of them",
+				cfg.Models[j].Name, m.Name, p, cfg.Models[j].Name))
+			continue
+		}
+		first[p] = i
+	}
+}
+
+// loadedModel is a model check loaded: the first engine and the backend
+// that loaded it, which the model's other pipelines share from.
+type loadedModel struct {
+	hot     *trt.Hot
+	be      trt.Backend
+	plugins string
+}
+
+func (l *loadedModel) close() {
+	l.hot.Close()
+	if c, ok := l.be.(io.Closer); ok {
+		c.Close()
 	}
 }
 
@@ -367,13 +473,12 @@ func checkDevice(p string) error {
 // checkModel loads model m for pipeline pc (nil: for none) as the daemon
 // loads it at start (runtime.LoadEngine: the model file through the
 // reload transaction's checks, every engine through its staging step,
-// warm-up included) and returns the engine's signature, what its file
-// says about itself, the backend and, for TensorRT, the plugin libraries
-// loaded.
-func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (sig trt.Signature, md *trt.Metadata, backend, plugins string, err error) {
+// warm-up included) and returns it with its backend and, for TensorRT,
+// the plugin libraries loaded; the caller closes it.
+func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Model, pc *config.Pipeline, alloc umem.Allocator) (*loadedModel, error) {
 	name, err := config.ModelBackend(m)
 	if err != nil {
-		return trt.Signature{}, nil, "", "", err
+		return nil, err
 	}
 	if _, builtin := m.Builtin(); name == "tensorrt" && !builtin {
 		// The engine header says which TensorRT built it; check it against
@@ -381,34 +486,33 @@ func checkModel(ctx context.Context, w *wiring, cfg *config.Config, m *config.Mo
 		// named even where this edged cannot load engines.
 		data, err := readModel(cfg.Resolve(m.Path), cfg.Daemon.MaxModelBytes)
 		if err != nil {
-			return trt.Signature{}, nil, "", "", err
+			return nil, err
 		}
 		lib, perr := tensorrt.Probe(cfg.GPU.TensorRTLibrary)
 		if perr == nil {
 			if _, err := plan.Check(data, plan.Options{Library: lib.Version, VersionCompatible: m.VersionCompatible}); err != nil {
-				return trt.Signature{}, nil, "", "", err
+				return nil, err
 			}
 		} else if _, err := plan.Parse(data); err != nil {
-			return trt.Signature{}, nil, "", "", err
+			return nil, err
 		}
 	}
 	be, err := w.backend(name, m, cfg)
 	if err != nil {
-		return trt.Signature{}, nil, "", "", err
-	}
-	if c, ok := be.(io.Closer); ok {
-		defer c.Close()
+		return nil, err
 	}
 	hot, err := edruntime.LoadEngine(ctx, cfg, m, pc, be, alloc)
 	if err != nil {
-		return trt.Signature{}, nil, "", "", err
+		if c, ok := be.(io.Closer); ok {
+			c.Close()
+		}
+		return nil, err
 	}
-	defer hot.Close()
-	e := hot.Current().Engine
+	l := &loadedModel{hot: hot, be: be}
 	if p, ok := be.(interface{ Plugins() string }); ok {
-		plugins = p.Plugins()
+		l.plugins = p.Plugins()
 	}
-	return trt.SignatureOf(e), trt.MetadataOf(e), be.Name(), plugins, nil
+	return l, nil
 }
 
 // checkPreprocess says where a pipeline will preprocess: with a CUDA
