@@ -164,3 +164,39 @@ func TestFakeBatchErrors(t *testing.T) {
 		t.Errorf("SetBatch on an engine loaded without Batch: %v", err)
 	}
 }
+
+// A context shared from a batched engine runs batches of its own size on
+// its own tensors.
+func TestFakeBatchShare(t *testing.T) {
+	b, _ := newBackend(t, Options{})
+	ctx := context.Background()
+	en, err := b.Load(ctx, fakePlan(10, 3, dynPlan), trt.LoadOptions{Name: "m", Alloc: cpuAlloc{}, Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer en.Close()
+	sh, err := en.(trt.Sharer).Share(ctx, trt.LoadOptions{Name: "m", Alloc: cpuAlloc{}, Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	s := sh.(trt.Batched)
+	if s.MaxBatch() != 2 || s.Inputs()[0].Shape[0] != 2 || s.Inputs()[0].Buf == en.Inputs()[0].Buf {
+		t.Fatalf("shared: MaxBatch %d, input %v, or the first engine's memory", s.MaxBatch(), s.Inputs()[0].Shape)
+	}
+	for _, e := range []trt.Batched{en.(trt.Batched), s} {
+		if err := e.SetBatch(1); err != nil {
+			t.Fatal(err)
+		}
+		x := e.Inputs()[0].Float32()
+		for i := range x {
+			x[i] = float32(i + 10)
+		}
+		if err := e.Infer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if y := e.Outputs()[0].Float32(); len(y) != 4 || y[3] != 2*13+1 {
+			t.Fatalf("batch 1: %v", y)
+		}
+	}
+}
