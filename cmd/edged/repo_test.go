@@ -68,7 +68,8 @@ func TestPackageDocs(t *testing.T) {
 // TestNoCgoOutsideUmemAndTrt: cgo lives only in umem/ and trt/, in
 // internal/cuda (the CUDA driver binding), and in the decoders that load
 // their libraries at run time: sensors/jpeg (libjpeg-turbo, nvJPEG),
-// sensors/avcodec (libavcodec) and sensors/nvdec (libnvcuvid); the rest
+// sensors/avcodec (libavcodec), sensors/nvdec (libnvcuvid) and
+// sensors/v4l2dec (libv4l2, NvBufSurface); the rest
 // of sensors/, internal/ and runtime/ never import "C". Each cgo file of sensors/ and internal/ is
 // built only with cgo on Linux (a pure-Go stub beside it), so
 // CGO_ENABLED=0 builds pass.
@@ -76,7 +77,7 @@ func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, files := range packages(t) {
 		rel := filepath.ToSlash(strings.TrimPrefix(dir, filepath.Join("..", "..")+string(filepath.Separator)))
-		cgoAllowed := strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "internal/cuda" || rel == "sensors/jpeg" || rel == "sensors/avcodec" || rel == "sensors/nvdec"
+		cgoAllowed := strings.HasPrefix(rel, "umem") || strings.HasPrefix(rel, "trt") || rel == "internal/cuda" || rel == "sensors/jpeg" || rel == "sensors/avcodec" || rel == "sensors/nvdec" || rel == "sensors/v4l2dec"
 		for _, f := range files {
 			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly|parser.ParseComments)
 			if err != nil {
@@ -90,7 +91,7 @@ func TestNoCgoOutsideUmemAndTrt(t *testing.T) {
 					continue
 				}
 				if !cgoAllowed {
-					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/, internal/cuda, sensors/jpeg, sensors/avcodec and sensors/nvdec", f)
+					t.Errorf("%s imports \"C\": cgo belongs in umem/, trt/, internal/cuda and the decoders (sensors/jpeg, avcodec, nvdec, v4l2dec)", f)
 				} else if (strings.HasPrefix(rel, "sensors/") || strings.HasPrefix(rel, "internal/")) && !buildsOnlyWithCgoOnLinux(af.Comments) {
 					t.Errorf("%s imports \"C\" without //go:build cgo && linux (and a stub for other builds)", f)
 				}
@@ -534,8 +535,9 @@ func TestFileWatchingOnlyInTheReloader(t *testing.T) {
 // other C code looks a driver entry point up by name (a bind table's
 // {"cuInit", (void**)&...} or a dlsym of "cu..."); others take the driver's
 // entry points from cuda.Driver.Proc.
-// umem, sensors/jpeg and sensors/nvdec (NVDEC's context, stream and
-// copies) use the binding.
+// umem, sensors/jpeg, sensors/nvdec (NVDEC's context, stream and copies)
+// and sensors/v4l2dec (the same, and the EGL interop entry points, from
+// Driver.Proc) use the binding.
 func TestOneCUDADriverBinding(t *testing.T) {
 	const binding = "internal/cuda"
 	cuSymbol := regexp.MustCompile(`"cu[A-Z]\w*",\s*\(void\s*\*\*\)|dlsym\([^;]*"cu[A-Z]\w*"`) // a bind table's entry, a lookup
@@ -601,7 +603,7 @@ func TestOneCUDADriverBinding(t *testing.T) {
 		t.Errorf("packages that load the CUDA driver: %v; want %s alone", slices.Sorted(maps.Keys(loaders)), binding)
 	}
 	imports := moduleImports(t)
-	for _, user := range []string{"umem", "sensors/jpeg", "sensors/nvdec"} {
+	for _, user := range []string{"umem", "sensors/jpeg", "sensors/nvdec", "sensors/v4l2dec"} {
 		if !slices.Contains(imports[user], "github.com/edged-dev/edged/"+binding) {
 			t.Errorf("%s does not import %s: the driver would be bound twice", user, binding)
 		}

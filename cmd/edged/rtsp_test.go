@@ -15,6 +15,7 @@ import (
 	"github.com/edged-dev/edged/sensors/avcodec"
 	"github.com/edged-dev/edged/sensors/nvdec"
 	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
+	"github.com/edged-dev/edged/sensors/v4l2dec"
 )
 
 // The network camera kind through the binary, against GStreamer's RTSP
@@ -465,29 +466,37 @@ func TestRTSPCheckNamesTheUnitsIPFilter(t *testing.T) {
 	}
 }
 
-// TestRTSPNVDECWhereThereIsNone: decoder = "nvdec" on a machine without
-// libnvcuvid is the configuration's to fix: check and run both exit 78
-// saying NVDEC cannot serve and why, before any camera is asked. (On a
-// machine with NVDEC it skips.)
-func TestRTSPNVDECWhereThereIsNone(t *testing.T) {
+// TestRTSPHardwareDecoderWhereThereIsNone: decoder = "nvdec" on a machine
+// without libnvcuvid, and decoder = "v4l2" on one that is no Jetson, are
+// the configuration's to fix: check and run both exit 78 saying the
+// decoder cannot serve and why, before any camera is asked. (A machine
+// that has the decoder skips its case.)
+func TestRTSPHardwareDecoderWhereThereIsNone(t *testing.T) {
 	lib := needORT(t)
-	if _, err := nvdec.Load(""); err == nil {
-		t.Skip("NVDEC is here")
-	}
-	url := fmt.Sprintf("rtsp://127.0.0.1:%d/cam", rtsptest.FreePort(t))
-	cfg, sock, _ := rtspConfig(t, t.TempDir(), url, `decoder = "nvdec"`)
-	out, code := checkOutput(t, lib, cfg)
-	if code != exitConfig || !strings.Contains(out, `decoder = "nvdec"`) || !strings.Contains(out, "libnvcuvid") {
-		t.Fatalf("edged check: exit %d, want %d naming the decoder and libnvcuvid:\n%s", code, exitConfig, out)
-	}
-	t.Logf("check: %s", out)
-	d := start(t, lib, cfg, sock)
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("edged run did not exit")
-	}
-	if code := d.cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(d.stderr.String(), "libnvcuvid") {
-		t.Fatalf("edged run: exit %d, want %d naming libnvcuvid:\n%s", code, exitConfig, d.stderr.String())
+	for _, tc := range []struct {
+		decoder, why string
+		here         func() error
+	}{{"nvdec", "libnvcuvid", func() error { _, err := nvdec.Load(""); return err }},
+		{"v4l2", "v4l2", func() error { _, err := v4l2dec.Probe(); return err }}} {
+		t.Run(tc.decoder, func(t *testing.T) {
+			if tc.here() == nil {
+				t.Skipf("%s is here", tc.decoder)
+			}
+			url := fmt.Sprintf("rtsp://127.0.0.1:%d/cam", rtsptest.FreePort(t))
+			cfg, sock, _ := rtspConfig(t, t.TempDir(), url, fmt.Sprintf("decoder = %q", tc.decoder))
+			out, code := checkOutput(t, lib, cfg)
+			if code != exitConfig || !strings.Contains(out, fmt.Sprintf("decoder = %q", tc.decoder)) || !strings.Contains(out, tc.why) {
+				t.Fatalf("edged check: exit %d, want %d naming the decoder and %s:\n%s", code, exitConfig, tc.why, out)
+			}
+			d := start(t, lib, cfg, sock)
+			select {
+			case <-d.done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("edged run did not exit")
+			}
+			if code := d.cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(d.stderr.String(), tc.why) {
+				t.Fatalf("edged run: exit %d, want %d naming %s:\n%s", code, exitConfig, tc.why, d.stderr.String())
+			}
+		})
 	}
 }

@@ -12,13 +12,16 @@ import (
 	"github.com/edged-dev/edged/sensors/h26x"
 	"github.com/edged-dev/edged/sensors/nvdec"
 	"github.com/edged-dev/edged/sensors/rtsp"
+	"github.com/edged-dev/edged/sensors/v4l2dec"
 )
 
 // Which decoder serves a network camera (its decoder key), as run builds
 // it and check says it: "cpu" is libavcodec; "nvdec" is NVDEC on the
 // daemon's CUDA device ([gpu] device), refused when libnvcuvid or the
-// device is missing; "auto" is NVDEC where both are present and its NVDEC
-// decodes the stream's codec, else libavcodec.
+// device is missing; "v4l2" is the Jetson decoder engine, refused where
+// there is none; "auto" is NVDEC where both are present and its NVDEC
+// decodes the stream's codec, else libavcodec. auto does not choose the
+// Jetson decoder: it has not run on a board yet (docs/HIL.md).
 
 // nvdecHere is what NVDEC can do on a device, asked once per process and
 // device (Probe loads libnvcuvid and opens the device).
@@ -80,6 +83,12 @@ func decoderChoice(sc *config.Source, c *config.Config, codec h26x.Codec) (line 
 	switch sc.Decoder {
 	case rtsp.DecoderCPU:
 		return cpuLine(`decoder = "cpu"`)
+	case rtsp.DecoderV4L2:
+		node, err := v4l2dec.Probe()
+		if err != nil {
+			return fmt.Sprintf("decoder = \"v4l2\", but the Jetson decoder cannot serve: %v", err), false
+		}
+		return fmt.Sprintf("decoded by the Jetson video decoder (%s through libv4l2): decoder = \"v4l2\"", node), true
 	case rtsp.DecoderNVDEC:
 		h := probeNVDEC(c.GPU.Device)
 		if h.err != nil {
@@ -113,6 +122,17 @@ func newDecoder(sc *config.Source, c *config.Config) (rtsp.NewDecoder, error) {
 	switch sc.Decoder {
 	case rtsp.DecoderCPU:
 		return cpuDecoder, nil
+	case rtsp.DecoderV4L2:
+		if _, err := v4l2dec.Probe(); err != nil {
+			return nil, fmt.Errorf("%w: source %q: decoder = \"v4l2\": %w", config.ErrInvalid, sc.Name, err)
+		}
+		return func(codec h26x.Codec, params []byte) (rtsp.Decoder, error) {
+			d, err := v4l2dec.Open(codec, v4l2dec.Options{Params: params})
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		}, nil
 	case rtsp.DecoderNVDEC:
 		h := probeNVDEC(device)
 		if h.err != nil {

@@ -43,9 +43,7 @@ func (c *Config) checkRTSP(k *checker, s *Source, at func(string) string) {
 	}
 	k.oneOf(at("transport"), s.Transport, rtsp.TransportAuto, rtsp.TransportTCP, rtsp.TransportUDP)
 	switch s.Decoder {
-	case rtsp.DecoderAuto, rtsp.DecoderCPU, rtsp.DecoderNVDEC:
-	case rtsp.DecoderV4L2:
-		k.add(at("decoder"), "%q (the Jetson V4L2 decoder) is not in this build of edged yet; decoder = \"auto\", \"nvdec\" (discrete NVIDIA GPUs) or \"cpu\" (libavcodec) works", s.Decoder)
+	case rtsp.DecoderAuto, rtsp.DecoderCPU, rtsp.DecoderNVDEC, rtsp.DecoderV4L2:
 	default:
 		k.add(at("decoder"), "%q is not one of \"auto\", \"cpu\", \"nvdec\", \"v4l2\"", s.Decoder)
 	}
