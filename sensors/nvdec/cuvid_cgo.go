@@ -87,6 +87,7 @@ static CUresult edged_nv_create_parser(unsigned codec, uintptr_t user, uintptr_t
 	unsigned v[5] = { codec, 1, 0, 0, 0 }; // 1 surface: the sequence callback says how many; no display delay
 	void* f[4] = { (void*)user, (void*)edged_nv_seq_cb, (void*)edged_nv_dec_cb, (void*)edged_nv_disp_cb };
 	void* parser = NULL;
+	if (!nv.createParser) return 3;
 	memset(p, 0, sizeof p);
 	memcpy(p, v, sizeof v);
 	memcpy(p + 40, f, sizeof f);
@@ -97,35 +98,39 @@ static CUresult edged_nv_create_parser(unsigned codec, uintptr_t user, uintptr_t
 
 // CUVIDSOURCEDATAPACKET (32 bytes): flags, payload_size, payload, timestamp.
 static CUresult edged_nv_parse(uintptr_t parser, const uint8_t* data, size_t n, unsigned flags, int64_t ts) {
+	if (!nv.parse) return 3;
 	struct { unsigned long flags; unsigned long size; const uint8_t* payload; long long ts; } pkt = { flags, n, data, ts };
 	return nv.parse((void*)parser, &pkt);
 }
 
-static CUresult edged_nv_destroy_parser(uintptr_t p) { return nv.destroyParser((void*)p); }
-static CUresult edged_nv_caps(void* c) { return nv.caps(c); }
+static CUresult edged_nv_destroy_parser(uintptr_t p) { return nv.destroyParser ? nv.destroyParser((void*)p) : 3; }
+static CUresult edged_nv_caps(void* c) { return nv.caps ? nv.caps(c) : 3; }
 static CUresult edged_nv_create_decoder(void* info, uintptr_t* out) {
 	void* d = NULL;
+	if (!nv.createDecoder) return 3;
 	CUresult r = nv.createDecoder(&d, info);
 	*out = (uintptr_t)d;
 	return r;
 }
-static CUresult edged_nv_reconfigure(uintptr_t d, void* info) { return nv.reconfigure((void*)d, info); }
-static CUresult edged_nv_destroy_decoder(uintptr_t d) { return nv.destroyDecoder((void*)d); }
-static CUresult edged_nv_decode(uintptr_t d, void* pic) { return nv.decodePicture((void*)d, pic); }
+static CUresult edged_nv_reconfigure(uintptr_t d, void* info) { return nv.reconfigure ? nv.reconfigure((void*)d, info) : 3; }
+static CUresult edged_nv_destroy_decoder(uintptr_t d) { return nv.destroyDecoder ? nv.destroyDecoder((void*)d) : 3; }
+static CUresult edged_nv_decode(uintptr_t d, void* pic) { return nv.decodePicture ? nv.decodePicture((void*)d, pic) : 3; }
 static CUresult edged_nv_status(uintptr_t d, int idx, int* st) {
 	unsigned char s[192];
 	memset(s, 0, sizeof s);
+	if (!nv.status) return 3;
 	CUresult r = nv.status((void*)d, idx, s);
 	memcpy(st, s, sizeof *st);
 	return r;
 }
 static CUresult edged_nv_map(uintptr_t d, int idx, void* proc, uint64_t* dptr, unsigned* pitch) {
 	unsigned long long p = 0;
+	if (!nv.map) return 3;
 	CUresult r = nv.map((void*)d, idx, &p, pitch, proc);
 	*dptr = p;
 	return r;
 }
-static CUresult edged_nv_unmap(uintptr_t d, uint64_t p) { return nv.unmap((void*)d, p); }
+static CUresult edged_nv_unmap(uintptr_t d, uint64_t p) { return nv.unmap ? nv.unmap((void*)d, p) : 3; }
 */
 import "C"
 

@@ -155,6 +155,17 @@ type geometry struct {
 	tw, th         int      // the surface (target) size: w, h rounded up to even
 }
 
+// cArgs are the structures a Decoder hands to libnvcuvid, an allocation
+// of their own that holds no Go pointer: cgo checks the whole object an
+// unsafe.Pointer argument points into, and a Decoder holds Go pointers
+// (its library, its queue), so a field of it would fail the check.
+type cArgs struct {
+	caps   [capsSize]byte
+	create [createSize]byte
+	reconf [reconfSize]byte
+	proc   [procSize]byte
+}
+
 // Decoder decodes one H.264 or H.265 stream on one GPU. Its methods must
 // not be called concurrently.
 type Decoder struct {
@@ -180,11 +191,8 @@ type Decoder struct {
 	sentParams bool
 	scratch    []byte
 
-	capsBuf [capsSize]byte
-	create  [createSize]byte
-	reconf  [reconfSize]byte
-	proc    [procSize]byte
-	closed  bool
+	c      *cArgs // the structures handed to libnvcuvid
+	closed bool
 
 	// counters for tests and Stats
 	creates, reconfigures, overflows int
@@ -230,7 +238,7 @@ func newDecoder(lib library, g gpu, c h26x.Codec, o Options, desc string) (*Deco
 		g.close()
 		return nil, err
 	}
-	d := &Decoder{lib: lib, gpu: g, codec: c, desc: desc, params: o.Params}
+	d := &Decoder{lib: lib, gpu: g, codec: c, desc: desc, params: o.Params, c: new(cArgs)}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := g.bind(); err != nil {
@@ -312,7 +320,7 @@ func (d *Decoder) sequence(p unsafe.Pointer) int {
 
 // fits asks the GPU whether it decodes the stream (cuvidGetDecoderCaps).
 func (d *Decoder) fits(codec uint32, g geometry) error {
-	c := &d.capsBuf
+	c := &d.c.caps
 	clear(c[:])
 	put32(c[:], capCodec, codec)
 	put32(c[:], capChroma, chroma420)
@@ -334,7 +342,7 @@ func (d *Decoder) fits(codec uint32, g geometry) error {
 
 // createDecoder makes the decoder for g (cuvidCreateDecoder).
 func (d *Decoder) createDecoder(codec uint32, g geometry, surfaces int) error {
-	c := &d.create
+	c := &d.c.create
 	clear(c[:])
 	put64(c[:], crW, uint64(g.codedW))
 	put64(c[:], crH, uint64(g.codedH))
@@ -366,7 +374,7 @@ func (d *Decoder) createDecoder(codec uint32, g geometry, surfaces int) error {
 // reconfigure follows a new size in place (cuvidReconfigureDecoder); false
 // when the decoder refuses (it is then made again).
 func (d *Decoder) reconfigure(g geometry) bool {
-	c := &d.reconf
+	c := &d.c.reconf
 	clear(c[:])
 	put32(c[:], rcW, g.codedW)
 	put32(c[:], rcH, g.codedH)
@@ -532,7 +540,7 @@ func (d *Decoder) write(dst uintptr, host unsafe.Pointer, f sensors.Format) (cor
 		return false, err
 	}
 	s := d.cur
-	p := &d.proc
+	p := &d.c.proc
 	clear(p[:])
 	put32(p[:], procProgressive, uint32(s.progressive))
 	put32(p[:], procSecond, uint32(s.repeat+1))

@@ -66,18 +66,21 @@ static void* edged_j_dlopen(const char* name, const char** err) {
 	return h;
 }
 
+// Every wrapper answers ENOSYS before the libraries are bound.
 static int edged_j_open(const char* node) {
+	if (!v4.open) return -ENOSYS;
 	int fd = v4.open(node, O_RDWR | O_NONBLOCK);
 	return fd < 0 ? -errno : fd;
 }
-static int edged_j_close(int fd) { return v4.close(fd) < 0 ? errno : 0; }
-static int edged_j_ioctl(int fd, unsigned long req, void* arg) { return v4.ioctl(fd, req, arg) < 0 ? errno : 0; }
+static int edged_j_close(int fd) { return !v4.close ? ENOSYS : v4.close(fd) < 0 ? errno : 0; }
+static int edged_j_ioctl(int fd, unsigned long req, void* arg) { return !v4.ioctl ? ENOSYS : v4.ioctl(fd, req, arg) < 0 ? errno : 0; }
 static void* edged_j_mmap(int fd, int64_t off, size_t n, int* err) {
+	if (!v4.mmap) { *err = ENOSYS; return NULL; }
 	void* p = v4.mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 	if (p == MAP_FAILED) { *err = errno; return NULL; }
 	return p;
 }
-static int edged_j_munmap(void* p, size_t n) { return v4.munmap(p, n) < 0 ? errno : 0; }
+static int edged_j_munmap(void* p, size_t n) { return !v4.munmap ? ENOSYS : v4.munmap(p, n) < 0 ? errno : 0; }
 
 // NvBufSurface: gpuId 0, batchSize 4, numFilled 8, isContiguous 12,
 // memType 16, surfaceList 24; NvBufSurfaceParams: width 0, height 4,
@@ -87,13 +90,14 @@ static int edged_j_munmap(void* p, size_t n) { return v4.munmap(p, n) < 0 ? errn
 #define SURF_LIST(s) (*(unsigned char**)((unsigned char*)(s) + 24))
 #define EGL_IMAGE(s) (*(void**)(SURF_LIST(s) + 312))
 
-static int edged_j_from_fd(int fd, void** out) { return nb.fromFd(fd, out); }
+static int edged_j_from_fd(int fd, void** out) { return nb.fromFd ? nb.fromFd(fd, out) : -ENOSYS; }
 
 // NvBufSurfaceCreateParams: gpuId, width, height, size, isContiguous,
 // colorFormat 20 (NV12 = 6), layout 24 (pitch = 0), memType 28
 // (NVBUF_MEM_SURFACE_ARRAY = 4).
 static int edged_j_create_nv12(uint32_t w, uint32_t h, void** out) {
 	uint32_t p[8] = {0};
+	if (!nb.create) return -ENOSYS;
 	p[1] = w; p[2] = h; p[5] = 6; p[6] = 0; p[7] = 4;
 	return nb.create(out, 1, p);
 }
@@ -104,6 +108,7 @@ static int edged_j_create_nv12(uint32_t w, uint32_t h, void** out) {
 static int edged_j_convert(void* src, void* dst, uint32_t left, uint32_t top, uint32_t w, uint32_t h) {
 	uint32_t srect[4] = { top, left, w, h }, drect[4] = { 0, 0, w, h };
 	struct { uint32_t flag, flip, filter, pad; void* src; void* dst; } t = { 1 | 4, 0, 0, 0, srect, drect };
+	if (!nb.transform) return -ENOSYS;
 	return nb.transform(src, dst, &t);
 }
 
@@ -112,6 +117,7 @@ static int edged_j_convert(void* src, void* dst, uint32_t left, uint32_t top, ui
 // 36, planeCount 40, numChannels 44, frameType 48 (pitch = 1).
 static int edged_j_cuda(void* surf, void** res, uint64_t* y, uint64_t* uv, int* pitch, int* where) {
 	int r;
+	if (!nb.mapEgl || !egl.registerImage) { *where = 1; return -ENOSYS; }
 	if ((r = nb.mapEgl(surf, 0)) != 0) { *where = 1; return r; }
 	if ((r = egl.registerImage(res, EGL_IMAGE(surf), 0)) != 0) { *where = 2; return r; }
 	unsigned char f[64];
@@ -125,6 +131,7 @@ static int edged_j_cuda(void* surf, void** res, uint64_t* y, uint64_t* uv, int* 
 }
 
 static void edged_j_release(void* surf, void* res) {
+	if (!nb.destroy) return;
 	if (res) egl.unregister(res);
 	nb.unmapEgl(surf, 0);
 	nb.destroy(surf);
