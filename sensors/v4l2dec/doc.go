@@ -16,8 +16,11 @@
 // into one pitch-linear NV12 surface mapped for CUDA once (its EGL image
 // registered with the CUDA driver), and copies the visible rows from
 // there, device to device, into the frame slot (cuMemcpy2D through
-// internal/cuda) or into host memory. A picture the engine flags
-// (V4L2_BUF_FLAG_ERROR) is written and marked corrupt.
+// internal/cuda) or into host memory. A managed frame slot (what umem's
+// auto chooses on a Jetson, attached to the host) is given to the
+// decoder's stream for the copy and back to the host after it, as a
+// device without concurrent managed access requires. A picture the engine
+// flags (V4L2_BUF_FLAG_ERROR) is written and marked corrupt.
 //
 // Loss is handled as for the other decoders: sensors/rtsp drops access
 // units after a loss until the next key picture before they reach the

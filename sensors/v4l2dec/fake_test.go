@@ -418,14 +418,27 @@ func pattern(ts uint64, plane, x, y int) byte { return byte(int(ts)*29 + x*5 + y
 
 // fakeGPU reads the fake surfaces' "device memory".
 type fakeGPU struct {
-	f      *fakeDecoder
-	device []byte
-	closes int
+	f        *fakeDecoder
+	device   []byte
+	closes   int
+	owned    bool // the stream owns the device memory
+	attaches int
 }
 
 const fakeDeviceBase = 0x7000_0000_0000
 
 func (g *fakeGPU) bind() error { return nil }
+
+// attach: the fake's device memory is managed; the test checks that a
+// copy into it happens while the stream owns it, and that it goes back.
+func (g *fakeGPU) attach(p uintptr, host bool) error {
+	if p < fakeDeviceBase {
+		return fmt.Errorf("not managed memory")
+	}
+	g.owned = !host
+	g.attaches++
+	return nil
+}
 func (g *fakeGPU) sync() error { return nil }
 func (g *fakeGPU) close()      { g.closes++ }
 
@@ -446,6 +459,9 @@ func (g *fakeGPU) copy2D(dst uintptr, host unsafe.Pointer, dpitch int, src uintp
 		if dst == 0 {
 			row = unsafe.Slice((*byte)(unsafe.Add(host, y*dpitch)), width)
 		} else {
+			if !g.owned {
+				return fmt.Errorf("a copy into managed memory the stream does not own")
+			}
 			o := int(dst-fakeDeviceBase) + y*dpitch
 			row = g.device[o : o+width]
 		}

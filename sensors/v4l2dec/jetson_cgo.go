@@ -330,6 +330,17 @@ func (g *cudaDevice) bind() error {
 	return nil
 }
 
+func (g *cudaDevice) attach(p uintptr, host bool) error {
+	flags := uint32(4) // CU_MEM_ATTACH_SINGLE
+	if host {
+		flags = 2 // CU_MEM_ATTACH_HOST
+	}
+	if r := g.drv.StreamAttachMem(g.ctx, g.str, p, flags); r != cuda.Success {
+		return fmt.Errorf("cuStreamAttachMemAsync: %w", r)
+	}
+	return nil
+}
+
 func (g *cudaDevice) copy2D(dst uintptr, host unsafe.Pointer, dpitch int, src uintptr, pitch, width, height int) error {
 	if r := g.drv.Memcpy2D(g.ctx, dst, host, dpitch, src, pitch, width, height, g.str); r != cuda.Success {
 		return fmt.Errorf("cuMemcpy2DAsync: %w", r)

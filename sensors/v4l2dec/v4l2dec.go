@@ -86,6 +86,11 @@ type surfaces interface {
 // gpu copies out of the mapped surface (internal/cuda; the fake).
 type gpu interface {
 	bind() error
+	// attach gives managed memory at p to the decoder's stream (or back
+	// to the host): a Jetson (concurrentManagedAccess = 0) lets the GPU
+	// touch a managed frame slot only while a stream it works on owns it.
+	// Other memory refuses it, which is harmless.
+	attach(p uintptr, host bool) error
 	copy2D(dst uintptr, host unsafe.Pointer, dpitch int, src uintptr, pitch, width, height int) error
 	sync() error
 	close()
@@ -588,6 +593,7 @@ func (d *Decoder) write(dst uintptr, host unsafe.Pointer, f sensors.Format) (boo
 		return false, err
 	}
 	line := f.LineBytes()
+	managed := dst != 0 && d.gpu.attach(dst, false) == nil
 	err = d.gpu.copy2D(dst, host, line, d.y, d.pitch, f.Width, f.Height)
 	if err == nil {
 		off := line * f.Height
@@ -601,6 +607,13 @@ func (d *Decoder) write(dst uintptr, host unsafe.Pointer, f sensors.Format) (boo
 	}
 	if err == nil {
 		err = d.gpu.sync()
+	}
+	if managed { // the slot back to the host, as umem hands it on
+		if aerr := d.gpu.attach(dst, true); aerr == nil {
+			aerr = d.gpu.sync()
+		} else if err == nil {
+			err = aerr
+		}
 	}
 	if err != nil {
 		return false, fmt.Errorf("%w: copying the picture out: %w", ErrDecode, err)

@@ -194,7 +194,9 @@ func TestFlaggedAndFailedPictures(t *testing.T) {
 }
 
 // TestWriteDevice: a picture copied into memory the GPU addresses is the
-// one Write gives; a destination too small is refused.
+// one Write gives; a managed slot is given to the decoder's stream for the
+// copy and back to the host after it (a Jetson's rule); a destination too
+// small is refused.
 func TestWriteDevice(t *testing.T) {
 	d, _, g, _ := openFake(h26x.H264, Options{})
 	defer d.Close()
@@ -212,6 +214,9 @@ func TestWriteDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPicture(t, g.device, f, id)
+	if g.owned || g.attaches != 2 {
+		t.Errorf("managed slot: %d attaches, owned by the stream after the copy %v; want 2 and false", g.attaches, g.owned)
+	}
 }
 
 // TestOpenFailures: no decoder node, a busy one, a codec the engine is
