@@ -440,7 +440,7 @@ func (d *daemon) inherited(c *config.Config, s *config.Sink) net.Listener {
 // run binds listeners by it, and check tells by it whether a systemd
 // socket unit would hand a sink its socket.
 func InheritedName(c *config.Config, s *config.Sink, names []string) (string, bool) {
-	if s.Kind != "socket" || len(names) == 0 {
+	if !s.Listens() || len(names) == 0 {
 		return "", false
 	}
 	if slices.Contains(names, s.Name) {
@@ -448,7 +448,7 @@ func InheritedName(c *config.Config, s *config.Sink, names []string) (string, bo
 	}
 	sockets := 0
 	for _, x := range c.Sinks {
-		if x.Kind == "socket" {
+		if x.Listens() {
 			sockets++
 		}
 	}

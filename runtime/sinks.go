@@ -24,22 +24,14 @@ type untouchedError struct{ error }
 
 func (e untouchedError) Unwrap() error { return e.error }
 
-// sinkHolds names what a sink of c holds exclusively: its socket (path, or
-// the listener systemd passed), its MQTT queue folder and client id, its
-// serial device.
+// sinkHolds names what a sink of c holds exclusively: the listener
+// systemd passed it, else what its kind says (config.Sink.Holds: a socket's
+// path, a serial device, an MQTT queue folder and client id).
 func (d *daemon) sinkHolds(c *config.Config, s *config.Sink) string {
-	switch s.Kind {
-	case "socket":
-		if d.inherited(c, s) != nil {
-			return "socket activation"
-		}
-		return "socket " + c.Resolve(s.Path)
-	case "mqtt":
-		return "mqtt " + s.Name
-	case "serial":
-		return "serial " + c.Resolve(s.Device)
+	if d.inherited(c, s) != nil {
+		return "socket activation"
 	}
-	return s.Kind + " " + s.Name // unknown kinds: only their own replacement waits
+	return s.Holds(c)
 }
 
 // keptSinks is the names of the running sinks that c describes as they

@@ -449,7 +449,8 @@ var sinkKindPackages = []string{"runtime/socketsink", "runtime/serialsink", "run
 // TestCoreImportsNoConcreteKind: the daemon's core (runtime) and the
 // configuration (runtime/config) depend on no sink kind, directly or
 // through another package: they see a sink through interfaces only, so a
-// new kind touches its own package and cmd/edged, not the core.
+// new kind touches its own package, its keys and cmd/edged, not the core;
+// and the daemon's code names no sink kind.
 func TestCoreImportsNoConcreteKind(t *testing.T) {
 	const module = "github.com/edged-dev/edged/"
 	imports := moduleImports(t)
@@ -467,6 +468,32 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 			if chain, ok := via[module+kind]; ok {
 				t.Errorf("%s depends on the sink kind %s (%s): the core sees sinks through interfaces; wire the kind in cmd/edged", core, kind, chain)
 			}
+		}
+	}
+	// Nor does the daemon switch on a sink's kind by name: what a kind
+	// holds and whether it listens are the configuration's to say
+	// (config.Sink.Holds, Listens), how it is built cmd/edged's.
+	fset := token.NewFileSet()
+	for dir, files := range packages(t) {
+		if rel, _ := filepath.Rel(filepath.Join("..", ".."), dir); filepath.ToSlash(rel) != "runtime" {
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, _ := strconv.Unquote(lit.Value); v == "socket" || v == "serial" || v == "mqtt" {
+						t.Errorf("%s: the daemon names the sink kind %s", fset.Position(lit.Pos()), lit.Value)
+					}
+				}
+				return true
+			})
 		}
 	}
 }

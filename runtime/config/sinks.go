@@ -106,6 +106,26 @@ const (
 	DefaultMQTTQueueBytes  = 64 << 20
 )
 
+// Holds names what sink s of c holds exclusively, so that a reload builds
+// a sink that takes it over only after the one holding it stopped: its
+// socket's path, its serial device, its MQTT queue folder and client id
+// (by its name).
+func (s *Sink) Holds(c *Config) string {
+	switch s.Kind {
+	case "socket":
+		return "socket " + c.Resolve(s.Path)
+	case "mqtt":
+		return "mqtt " + s.Name
+	case "serial":
+		return "serial " + c.Resolve(s.Device)
+	}
+	return s.Kind + " " + s.Name // unknown kinds: only their own replacement waits
+}
+
+// Listens reports whether s listens on a Unix socket, which systemd's
+// socket activation may pass it (a socket sink).
+func (s *Sink) Listens() bool { return s.Kind == "socket" }
+
 // DefaultSocketPath is where a socket sink with no path listens:
 // $XDG_RUNTIME_DIR/edged.sock, else edged.sock in the working directory.
 func DefaultSocketPath() string {
