@@ -107,7 +107,7 @@ HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | x
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross-tools cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
 	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean \
-	bench-tools bench-compare soak deb deb-test playwright
+	bench-tools bench-compare bench-share soak deb deb-test playwright
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -274,6 +274,12 @@ bench-compare: $(if $(filter 1,$(BENCH_BUILD)),build bench-tools) ## edged vs a 
 		echo "bench-compare: no Python with cv2 and numpy ($(BENCH_PYTHONS)); on Debian: apt-get install python3-opencv python3-numpy"; exit 1
 	@test -f $(BENCH_INPUTS)/inputs.json || $(BIN)/benchgen -o $(BENCH_INPUTS)
 	$(BIN)/benchcmp -inputs $(BENCH_INPUTS) -edged $(BIN)/edged $(BENCH_ARGS)
+
+# Resident memory of N pipelines on one model, shared against one engine per
+# pipeline, in one run (bench/cmd/sharebench/doc.go; docs/PERFORMANCE.md).
+SHARE_ARGS ?=
+bench-share: ## RSS of 1, 2, 4, 8 pipelines on one model: shared vs one engine each, and the frame-pool bound
+	$(ORT_ENV) $(GO) run ./bench/cmd/sharebench $(SHARE_ARGS)
 
 # The soak of issue 10 (docs/OPERATIONS.md, fault 24; bench/cmd/soak/doc.go):
 # bin/edged under model, SIGHUP, reload, client and pty churn, an MQTT

@@ -335,6 +335,10 @@ var importRules = []struct {
 	// sink exports), and import no other kind.
 	{"runtime/", []string{"runtime/stream", "runtime/sink", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
 	{"runtime", []string{"runtime", "sensors", "trt", "umem", "internal/"}},
+	// The one benchmark that runs the daemon in process: it compares
+	// engines shared by a model's pipelines with one engine per pipeline,
+	// which only a backend wrapper of its own can give (bench/cmd/sharebench).
+	{"bench/cmd/sharebench", []string{"bench/", "sensors", "trt", "internal/", "runtime", "runtime/config", "runtime/stream", "umem"}},
 	// Benchmarks drive the binary; they import no part of the daemon.
 	{"bench/", []string{"bench/", "sensors", "trt", "internal/", "runtime/stream"}}, // a client decodes the protocol
 }

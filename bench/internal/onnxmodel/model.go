@@ -23,6 +23,11 @@ type Options struct {
 	// DynamicBatch declares axis 0 of the input and the output as the
 	// symbolic dimension "batch" instead of 1 (the weights are the same).
 	DynamicBatch bool
+	// Hidden > 0 puts a hidden layer of that width before the classifier
+	// (32 → Hidden → Classes): Hidden × 1000 more weights (4096: 16 MiB),
+	// for measuring what copies of a model's weights cost. 0: none, and
+	// the bytes are those of earlier versions.
+	Hidden int
 }
 
 // Build returns the ONNX model.
@@ -62,8 +67,13 @@ func Build(o Options) ([]byte, error) {
 	inits := []pb.Tensor{
 		weights("conv1_w", 3*3*3, 16, 3, 3, 3), bias("conv1_b", 16),
 		weights("conv2_w", 16*3*3, 32, 16, 3, 3), bias("conv2_b", 32),
-		weights("fc_w", 32, Classes, 32), bias("fc_b", Classes),
 	}
+	fcIn, fcFrom := 32, "flat"
+	if o.Hidden > 0 {
+		inits = append(inits, weights("hid_w", 32, int64(o.Hidden), 32), bias("hid_b", int64(o.Hidden)))
+		fcIn, fcFrom = o.Hidden, "hidden"
+	}
+	inits = append(inits, weights("fc_w", fcIn, Classes, int64(fcIn)), bias("fc_b", Classes))
 	conv := []pb.Attr{pb.IntsAttr("kernel_shape", 3, 3), pb.IntsAttr("strides", 2, 2), pb.IntsAttr("pads", 1, 1, 1, 1)}
 	// Each node's one output has the node's name.
 	n := func(op, name string, ins []string, attrs ...pb.Attr) pb.Node {
@@ -76,9 +86,14 @@ func Build(o Options) ([]byte, error) {
 		n("Relu", "relu2", []string{"conv2"}),
 		n("GlobalAveragePool", "pool", []string{"relu2"}),
 		n("Flatten", "flat", []string{"pool"}, pb.IntAttr("axis", 1)),
-		n("Gemm", "logits", []string{"flat", "fc_w", "fc_b"}, pb.IntAttr("transB", 1)),
-		n("Softmax", OutputName, []string{"logits"}, pb.IntAttr("axis", 1)),
 	}
+	if o.Hidden > 0 {
+		nodes = append(nodes, n("Gemm", "hid", []string{"flat", "hid_w", "hid_b"}, pb.IntAttr("transB", 1)), n("Relu", "hidden", []string{"hid"}))
+	}
+	nodes = append(nodes,
+		n("Gemm", "logits", []string{fcFrom, "fc_w", "fc_b"}, pb.IntAttr("transB", 1)),
+		n("Softmax", OutputName, []string{"logits"}, pb.IntAttr("axis", 1)),
+	)
 	var g pb.Msg
 	for _, nd := range nodes {
 		g = g.Bytes(pb.GraphNode, nd.Encode())
