@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -345,6 +346,63 @@ func TestPipelineAddedSharesRunningModel(t *testing.T) {
 	}
 	if n := backend.loads.Load(); n != 2 {
 		t.Errorf("%d models loaded, want 2 (the start and the swap; the added pipeline shares)", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSharedModelLastGood: the last-good copy of a model shared by four
+// pipelines is written once per swap (not once per pipeline), and when the
+// file is unusable at the next start the copy is loaded once and serves
+// all four (an engine_fallback for each, one generation).
+func TestSharedModelLastGood(t *testing.T) {
+	backend := &countingBackend{Backend: ortBackend(t), weights: map[any]bool{}}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	model := filepath.Join(dir, "demo.onnx")
+	writeAtomic(t, model, variant(t, 0))
+	text := strings.Replace(sharedConfig(t, 4, 30, model), `state_dir = ""`, `state_dir = "`+state+`"`, 1)
+	sink := newRecordingSink()
+	d, _, stop := runDaemon(t, Options{Config: parseConfig(t, text), Factories: testFactories(t, sink, backend)})
+	sink.waitResults(t, 4, 30*time.Second)
+	lg := d.d.currentGraph().lastGood
+	if lg == nil {
+		t.Fatal("no state folder")
+	}
+	waitFor(t, 30*time.Second, func() bool { return lg.writes.Load() == 1 })
+	writeAtomic(t, model, variant(t, 2))
+	waitFor(t, 30*time.Second, func() bool { return countStatus(sink, "engine_reloaded") == 4 })
+	waitFor(t, 30*time.Second, func() bool { return lg.writes.Load() >= 2 })
+	time.Sleep(500 * time.Millisecond)
+	if n := lg.writes.Load(); n != 2 {
+		t.Errorf("%d last-good copies written for the start and one swap under four pipelines, want 2", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A torn file at the next start: the copy (variant 2) serves all four.
+	good := variant(t, 2)
+	if err := os.WriteFile(model, good[:len(good)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour) // not a file still being written
+	if err := os.Chtimes(model, old, old); err != nil {
+		t.Fatal(err)
+	}
+	loads := backend.loads.Load()
+	sink = newRecordingSink()
+	_, _, stop = runDaemon(t, Options{Config: parseConfig(t, text), Factories: testFactories(t, sink, backend)})
+	waitFor(t, 30*time.Second, func() bool { return countStatus(sink, "engine_fallback") == 4 })
+	rs := sink.waitResults(t, 8, 30*time.Second)
+	if n := backend.loads.Load() - loads; n != 1 {
+		t.Errorf("the last-good copy was loaded %d times for four pipelines, want once", n)
+	}
+	for _, r := range rs {
+		if r.Engine.Generation != 1 {
+			t.Errorf("pipeline %s serves generation %d from the copy, want 1", r.Pipeline, r.Engine.Generation)
+		}
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
