@@ -331,9 +331,9 @@ var importRules = []struct {
 	// The batching policy: frames of any type, timed by any clock.
 	{"runtime/batch", []string{"runtime/batch", "internal/"}},
 	// The daemon's libraries: neither the daemon nor its configuration.
-	// The sink kinds share the protocol and runtime/sink (the series every
-	// sink exports), and import no other kind.
-	{"runtime/", []string{"runtime/stream", "runtime/sink", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
+	// The sink kinds share the protocol, runtime/sink (the series every
+	// sink exports) and the rate-limited logger, and import no other kind.
+	{"runtime/", []string{"runtime/stream", "runtime/sink", "runtime/ratelog", "runtime/preprocess", "runtime/postprocess", "sensors", "trt", "umem", "internal/"}},
 	{"runtime", []string{"runtime", "sensors", "trt", "umem", "internal/"}},
 	// The one benchmark that runs the daemon in process: it compares
 	// engines shared by a model's pipelines with one engine per pipeline,

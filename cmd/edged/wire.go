@@ -382,24 +382,7 @@ func newSocketSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited
 		rl.Log(lg, slog.LevelInfo, "control", "control request", "request", req.Reload, "peer_uid", peer.UID, "peer_pid", peer.PID)
 		return control(ctx, req.Reload)
 	}
-	// Every kind of client event is logged at most once per 10 s (with
-	// a count of those left out): peers decide how often these happen.
-	o.OnClient = func(ev socketsink.ClientEvent) {
-		args := []any{"client", ev.ID, "uid", ev.Peer.UID, "gid", ev.Peer.GID, "pid", ev.Peer.PID}
-		switch ev.Kind {
-		case socketsink.ClientConnected:
-			rl.Log(lg, slog.LevelInfo, "connected", "client connected", args...)
-		case socketsink.ClientRejected:
-			rl.Log(lg, slog.LevelWarn, "rejected", "client rejected", append(args, "err", ev.Err)...)
-		case socketsink.ClientDisconnected:
-			args = append(args, "sent", ev.Sent, "dropped", ev.Dropped)
-			if ev.Err != nil {
-				rl.Log(lg, slog.LevelWarn, "disconnected with error", "client disconnected", append(args, "err", ev.Err)...)
-			} else {
-				rl.Log(lg, slog.LevelInfo, "disconnected", "client disconnected", args...)
-			}
-		}
-	}
+	o.OnClient = socketsink.LogClients(lg)
 	sock, err := socketsink.New(o)
 	if err != nil {
 		return nil, err
@@ -415,23 +398,8 @@ func newSocketSink(log *slog.Logger, s *config.Sink, c *config.Config, inherited
 // newSerialSink builds a serial sink; its port events are logged.
 func newSerialSink(log *slog.Logger, s *config.Sink, c *config.Config, _ net.Listener, _ edruntime.ControlFunc) (edruntime.Sink, error) {
 	lg := log.With("sink", s.Name, "device", s.Device)
-	var rl ratelog.Limiter
 	o := serialSinkOptions(s, c)
-	o.OnEvent = func(ev serialsink.Event) {
-		switch ev.Kind {
-		// Each kind at most once per 10 s: a port that opens and
-		// fails at once, over and over, cannot flood the journal
-		// (its state is edged_serial_up).
-		case serialsink.Opened:
-			rl.Log(lg, slog.LevelInfo, "opened", "serial port open", "event", "serial_up")
-		case serialsink.OpenFailed:
-			rl.Log(lg, slog.LevelWarn, "open failed", "serial port cannot be opened; retrying", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-		case serialsink.Lost:
-			rl.Log(lg, slog.LevelWarn, "lost", "serial port lost; reopening", "event", "serial_down", "retry_in", ev.Retry.String(), "err", ev.Err)
-		case serialsink.Stalled:
-			rl.Log(lg, slog.LevelWarn, "stalled", "serial writes stalled; reopening the port", "event", "serial_stalled", "retry_in", ev.Retry.String(), "err", ev.Err)
-		}
-	}
+	o.OnEvent = serialsink.LogEvents(lg)
 	ser, err := serialsink.New(o)
 	if err != nil {
 		return nil, err
@@ -501,46 +469,7 @@ func newMQTTSink(log *slog.Logger, s *config.Sink, c *config.Config, _ net.Liste
 	if o.Dir == "" {
 		lg.Warn("no state folder (daemon.state_dir or systemd's StateDirectory=): the MQTT queue is kept in memory only and lost on restart")
 	}
-	var rl ratelog.Limiter
-	o.OnEvent = func(ev mqttsink.Event) {
-		switch ev.Kind {
-		case mqttsink.QueueOpened:
-			r := ev.Report
-			what := "mqtt queue opened"
-			if r.Late {
-				what = "mqtt queue opened at last (it could not be until now); the records kept in memory are written to it"
-			}
-			args := []any{"dir", o.Dir, "records", r.Records, "acked_seq", r.Acked, "last_seq", r.LastSeq, "seq_high_water", r.HighWater, "clean_stop", r.Clean}
-			switch {
-			case r.Corrupt > 0 || r.Damaged > 0:
-				lg.Warn(what+"; damage stepped over (each damaged stretch cost the record it hit) and torn tails cut off (a power cut?)",
-					append(args, "damaged", r.Damaged, "damaged_bytes", r.DamagedBytes, "truncated_bytes", r.Truncated, "segments_torn", r.Corrupt)...)
-			default:
-				lg.Info(what, args...)
-			}
-		case mqttsink.Connected:
-			lg.Info("mqtt sink connected", "event", "sink_up")
-		case mqttsink.ConnectFailed:
-			what := "mqtt sink cannot connect; retrying"
-			switch {
-			case errors.Is(ev.Err, mqttsink.ErrAuth):
-				what = "mqtt sink: the broker refused the credentials (username, password_file); retrying"
-			case errors.Is(ev.Err, mqttsink.ErrTLS):
-				what = "mqtt sink: TLS handshake failed (is the broker's certificate signed by ca_file?); retrying"
-			}
-			rl.Log(lg, slog.LevelError, what, what, "event", "sink_down", "err", ev.Err)
-		case mqttsink.Disconnected:
-			lg.Warn("mqtt sink disconnected; reconnecting", "event", "sink_down")
-		case mqttsink.PublishFailed:
-			rl.Log(lg, slog.LevelWarn, "publish failed", "mqtt publish failed or was not acknowledged in time; reconnecting and resending from the last acknowledged record", "err", ev.Err)
-		case mqttsink.Refused:
-			rl.Log(lg, slog.LevelError, "refused", "mqtt broker refused a record; dropped", "err", ev.Err)
-		case mqttsink.QueueDegraded:
-			lg.Error("mqtt queue cannot be written; keeping records in memory only until it can (tried again every 10 s; lost if edged stops meanwhile)", "dir", o.Dir, "err", ev.Err)
-		case mqttsink.QueueRestored:
-			lg.Info("mqtt queue written again", "dir", o.Dir)
-		}
-	}
+	o.OnEvent = mqttsink.LogEvents(lg, o.Dir)
 	sink, err := mqttsink.New(o)
 	if err != nil {
 		return nil, err

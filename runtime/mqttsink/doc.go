@@ -22,8 +22,10 @@
 // has a deadline and every publish an ack timeout, so a broker that stops
 // reading costs a reconnect, never a stalled pipeline.
 //
-// The package never logs: it reports through Options.OnEvent, Stats and
-// the status function the daemon sets (SetStatusFunc), and returns errors
+// The sink itself never logs: it reports through Options.OnEvent, Stats,
+// its Prometheus collector and the status function the daemon sets
+// (SetStatusFunc); LogEvents is the OnEvent callback that logs those
+// events as edged does, rate-limited (runtime/ratelog). It returns errors
 // wrapping its sentinels (ErrAuth, ErrTLS, ErrConnect, ErrPublish,
 // ErrDisk, ErrCorrupt, ErrTooLarge).
 package mqttsink

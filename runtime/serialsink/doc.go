@@ -11,6 +11,7 @@
 // resynchronises. [Probe] is edged check's look at a device; [OpenReader]
 // opens a port for reading (edged tail -serial).
 //
-// The package never logs: the sink reports through Stats, its Prometheus
-// collector and the OnEvent callback, and the daemon decides what to log.
+// The sink itself never logs: it reports through Stats, its Prometheus
+// collector and the OnEvent callback; LogEvents is the callback that logs
+// those events as edged does, rate-limited (runtime/ratelog).
 package serialsink

@@ -18,6 +18,7 @@
 // read through a fixed 4 KiB buffer. [Probe] is edged check's look at a
 // path: what New would do, undone.
 //
-// The package never logs: the sink reports through Stats, its Prometheus
-// collector and the OnClient callback, and the daemon decides what to log.
+// The sink itself never logs: it reports through Stats, its Prometheus
+// collector and the OnClient callback; LogClients is the callback that
+// logs those events as edged does, rate-limited (runtime/ratelog).
 package socketsink
