@@ -194,7 +194,7 @@ func runCase(n int, shared bool, hidden int, settle, sample time.Duration) (resu
 	d, err := runtime.New(runtime.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Factories: runtime.Factories{
 			Allocator: func(config.GPU) (umem.Allocator, string, error) { return umem.NewHost(), "bench", nil },
-			Camera: func(sc *config.Source, _ *config.Config) (sensors.Source, error) { return camera(sc) },
+			Camera:    func(sc *config.Source, _ *config.Config) (sensors.Source, error) { return camera(sc) },
 			Sensor: func(*config.Source, *config.Config) (sensors.SampleSource, error) {
 				return nil, fmt.Errorf("no sensors")
 			},
