@@ -404,6 +404,9 @@ func StageSet(ctx context.Context, model []byte, from trt.Engine, loads []trt.Lo
 func (s *Set) share(ctx context.Context, base trt.Engine, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions) (e trt.Engine, err error) {
 	sh, ok := base.(trt.Sharer)
 	if !ok {
+		if len(model) == 0 {
+			return nil, fmt.Errorf("%w: the %s backend's engines cannot share their model, and its bytes are not at hand to load it again", trt.ErrBackend, o.Backend.Name())
+		}
 		if s.gate == nil {
 			if err := o.Gate.acquire(ctx); err != nil {
 				return nil, err
