@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -217,7 +218,10 @@ func runCase(n int, shared bool, hidden int, settle, sample time.Duration) (resu
 		}
 		select {
 		case err := <-done:
-			return r, fmt.Errorf("daemon ended: %v", err)
+			if err == nil {
+				err = errors.New("Run returned nil")
+			}
+			return r, fmt.Errorf("the daemon ended before every pipeline had results: %w", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
