@@ -49,6 +49,9 @@ type fakeLib struct {
 	wantStream             uintptr
 	streamSeen             []uintptr
 
+	sortTimestamps bool // display timestamps are not the access units'
+	displayed      int
+
 	// failures
 	failParser, failCreate, failReconfigure, failMap, failParse bool
 	failDecodeTS                                                int64 // a picture of this timestamp fails to decode (-1: none)
@@ -161,7 +164,12 @@ func (f *fakeLib) parse(parser uintptr, data []byte, flags uint32, ts int64) cud
 	clear(d)
 	binary.LittleEndian.PutUint32(d[dispIndex:], uint32(idx))
 	binary.LittleEndian.PutUint32(d[dispProgressive:], 1)
-	binary.LittleEndian.PutUint64(d[dispTimestamp:], uint64(ts))
+	dts := uint64(ts)
+	if f.sortTimestamps {
+		dts = uint64(f.displayed) // what the real parser does with B-frames: timestamps handed out in increasing order
+	}
+	f.displayed++
+	binary.LittleEndian.PutUint64(d[dispTimestamp:], dts)
 	f.cb.display(unsafe.Pointer(&f.dispBuf))
 	return cuda.Success
 }

@@ -46,6 +46,10 @@ type Options struct {
 // so its surface must not be the next decode's.
 const extraSurfaces = 4
 
+// maxSurfaces bounds the decode surfaces a Decoder tracks (H.264 and
+// HEVC need at most 17 plus extraSurfaces).
+const maxSurfaces = 64
+
 // queueLen bounds the pictures displayed and not yet received: more than
 // a parser shows in one call (a flush of a full DPB).
 const queueLen = 32
@@ -187,6 +191,13 @@ type Decoder struct {
 	have    bool
 	err     error // the first failure of a callback during one parse
 
+	// ids maps a decode surface to the id of the access unit decoded into
+	// it (the decode callback runs inside the Send of that access unit):
+	// a display callback's timestamp is not the access unit's with
+	// B-frames, as the parser hands timestamps out in increasing order.
+	ids   [maxSurfaces]uint64
+	curID uint64
+
 	params     []byte
 	sentParams bool
 	scratch    []byte
@@ -302,6 +313,7 @@ func (d *Decoder) sequence(p unsafe.Pointer) int {
 	if f[fmtMinSurfaces] == 0 {
 		surfaces = 20
 	}
+	surfaces = min(surfaces, maxSurfaces)
 	if d.dec != 0 {
 		if g == d.geo {
 			return d.surfaces
@@ -404,9 +416,12 @@ func (d *Decoder) decode(p unsafe.Pointer) int {
 	if d.dec == 0 {
 		return d.fail(fmt.Errorf("%w: a picture before its sequence header", ErrDecode))
 	}
+	idx := int32(le32(view(p, picCurrIdx+4), picCurrIdx))
 	if r := d.lib.decodePicture(d.dec, p); r != cuda.Success {
-		idx := int32(le32(view(p, picCurrIdx+4), picCurrIdx))
 		return d.fail(fmt.Errorf("%w: cuvidDecodePicture (surface %d): %w", ErrDecode, idx, r))
+	}
+	if idx >= 0 && idx < maxSurfaces {
+		d.ids[idx] = d.curID
 	}
 	return 1
 }
@@ -420,6 +435,9 @@ func (d *Decoder) display(p unsafe.Pointer) int {
 	b := view(p, dispSize)
 	s := shown{idx: int(int32(le32(b, dispIndex))), ts: int64(binary.LittleEndian.Uint64(b[dispTimestamp:])), gen: d.gen,
 		progressive: int32(le32(b, dispProgressive)), topFirst: int32(le32(b, dispTopFirst)), repeat: int32(le32(b, dispRepeat))}
+	if s.idx >= 0 && s.idx < maxSurfaces {
+		s.ts = int64(d.ids[s.idx])
+	}
 	if d.n == queueLen {
 		d.head = (d.head + 1) % queueLen
 		d.n--
@@ -446,6 +464,7 @@ func (d *Decoder) Send(au []byte, id uint64) error {
 	}
 	d.sentParams = true
 	d.have = false
+	d.curID = id
 	return d.parse(data, pktTimestamp|pktEndOfPicture, int64(id))
 }
 

@@ -134,6 +134,24 @@ func TestDecodesThroughTheParserCallbacks(t *testing.T) {
 	}
 }
 
+// TestIDsFollowTheSurfaceNotTheTimestamp: each picture comes back with
+// the id of the access unit decoded into its surface, whatever timestamp
+// the display callback carries (NVDEC's parser hands timestamps out in
+// increasing order, which a stream with B-frames showed on the H200: the
+// ids were not the access units').
+func TestIDsFollowTheSurfaceNotTheTimestamp(t *testing.T) {
+	d, lib, _, _ := openFake(h26x.H264, Options{})
+	defer d.Close()
+	lib.sortTimestamps = true
+	aus := testAUs(t, "h264_170x100.h264", h26x.H264)
+	_, ids := decodeAll(t, d, aus) // decodeAll checks each picture's bytes against its id's pattern
+	for i, id := range ids {
+		if id != uint64(100+i) {
+			t.Fatalf("picture %d has id %d, want %d", i, id, 100+i)
+		}
+	}
+}
+
 // TestSizeChangeReconfiguresOrRecreates: a stream that switches from
 // 170x100 to 96x64 and back at key pictures reconfigures the decoder in
 // place both times (each coded size fits the one it was made for); one

@@ -8,9 +8,12 @@
 // up to its next key picture, as the source's access unit buffers would
 // overflow), the host CPU time per stream (getrusage of this process over
 // the run, divided by N) and the latency of each picture from its
-// scheduled arrival to its copy in the frame buffer, p50 and p99. First it
-// decodes one stream as fast as it can (-unpaced pictures) for NVDEC's
-// throughput.
+// scheduled arrival to its copy in the frame buffer, p50 and p99. Before
+// each timed run every decoder decodes the stream's first GOP as fast as
+// it can (the decoder is made at the first SPS, which the driver
+// serialises across decoders: a camera's connect, not its steady state);
+// the warm-up column says how long that took for all N. First it decodes
+// one stream as fast as it can (-unpaced pictures) for NVDEC's throughput.
 //
 //	nvdecbench -file h264_1080p30_gop30.h264 -streams 1,2,4,8,16,32,48,64,96 -seconds 10
 package main
