@@ -348,8 +348,11 @@ type Set struct {
 	// StageSet was given. Engines that share one model (trt.Sharer) hold
 	// its weights once.
 	Engines []trt.Engine
-	gate    *StagingGate // held until Install or Close; nil when not held
-	once    sync.Once
+	// Separate counts the targets that got an engine of their own because
+	// sharing was not possible (see share).
+	Separate int
+	gate     *StagingGate // held until Install or Close; nil when not held
+	once     sync.Once
 }
 
 // StageSet stages model for every target at once, so that a model file
@@ -400,25 +403,25 @@ func StageSet(ctx context.Context, model []byte, from trt.Engine, loads []trt.Lo
 }
 
 // share gives one more target an engine on base's model, or, when base
-// cannot share, an engine of its own loaded from model.
+// cannot share or sharing fails, an engine of its own loaded from model.
+// Sharing can fail where loading does not: TensorRT 8.5 (JetPack 5) lets
+// each optimization profile of a dynamic-shape engine serve one execution
+// context at a time, so a one-profile engine cannot get a second
+// concurrent context; such a target costs a copy of the weights, as
+// every pipeline did before engines were shared, instead of failing the
+// model for all.
 func (s *Set) share(ctx context.Context, base trt.Engine, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions) (e trt.Engine, err error) {
 	sh, ok := base.(trt.Sharer)
 	if !ok {
-		if len(model) == 0 {
-			return nil, fmt.Errorf("%w: the %s backend's engines cannot share their model, and its bytes are not at hand to load it again", trt.ErrBackend, o.Backend.Name())
-		}
-		if s.gate == nil {
-			if err := o.Gate.acquire(ctx); err != nil {
-				return nil, err
-			}
-			s.gate = o.Gate
-		}
-		return loadStaged(ctx, model, load, want, o)
+		return s.loadOwn(ctx, model, load, want, o, fmt.Errorf("the %s backend's engines cannot share their model", o.Backend.Name()))
 	}
 	load.Want = want
 	if e, err = sh.Share(ctx, load); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if len(model) > 0 {
+			return s.loadOwn(ctx, model, load, want, o, err)
 		}
 		if trt.RejectReason(err) == trt.ReasonOther {
 			err = fmt.Errorf("%w: %s backend: sharing the engine: %w", trt.ErrEngineInvalid, o.Backend.Name(), err)
@@ -432,6 +435,26 @@ func (s *Set) share(ctx context.Context, base trt.Engine, model []byte, load trt
 		}
 		return nil, err
 	}
+	return e, nil
+}
+
+// loadOwn loads a target's own engine from model, after why (sharing
+// base's engine was not possible); Separate counts such targets.
+func (s *Set) loadOwn(ctx context.Context, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions, why error) (trt.Engine, error) {
+	if len(model) == 0 {
+		return nil, fmt.Errorf("%w: %w, and the model's bytes are not at hand to load it again", trt.ErrBackend, why)
+	}
+	if s.gate == nil {
+		if err := o.Gate.acquire(ctx); err != nil {
+			return nil, err
+		}
+		s.gate = o.Gate
+	}
+	e, err := loadStaged(ctx, model, load, want, o)
+	if err != nil {
+		return nil, err
+	}
+	s.Separate++
 	return e, nil
 }
 
