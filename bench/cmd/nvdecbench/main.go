@@ -194,101 +194,111 @@ func run(file, list string, fps, seconds float64, backlog, unpaced, device int, 
 		if err != nil || n < 1 {
 			return fmt.Errorf("-streams: %q", f)
 		}
-		decs := make([]*nvdec.Decoder, 0, n)
-		bufs := make([]*gpuBuffer, 0, n)
-		cleanup := func() {
-			for _, d := range decs {
-				d.Close()
-			}
-			for _, b := range bufs {
-				b.free()
-			}
+		dropped, err := measure(s, drv, ctx, device, n, slot, period, seconds, backlog)
+		if err != nil {
+			return err
 		}
-		for range n {
-			d, err := nvdec.Open(s.codec, nvdec.Options{Device: device})
-			if err != nil {
-				cleanup()
-				return fmt.Errorf("%d streams: %w", n, err)
-			}
-			decs = append(decs, d)
-			b, err := newBuffer(drv, ctx, slot)
-			if err != nil {
-				cleanup()
-				return fmt.Errorf("%d streams: %w", n, err)
-			}
-			bufs = append(bufs, b)
-		}
-		// Each decoder first decodes the stream's first GOP as fast as it
-		// can: the decoder is made at the first SPS (cuvidCreateDecoder,
-		// which the driver serialises: many at once take long), and that
-		// is a camera's connect, not its steady state.
-		warm := warmup(s)
-		t0 := time.Now()
-		var werr error
-		var wmu sync.Mutex
-		var wg0 sync.WaitGroup
-		for k := range n {
-			wg0.Add(1)
-			go func() {
-				defer wg0.Done()
-				if err := preroll(s, decs[k], bufs[k], warm); err != nil {
-					wmu.Lock()
-					werr = err
-					wmu.Unlock()
-				}
-			}()
-		}
-		wg0.Wait()
-		if werr != nil {
-			cleanup()
-			return fmt.Errorf("%d streams: warming up: %w", n, werr)
-		}
-		made := time.Since(t0)
-		start := time.Now().Add(100 * time.Millisecond)
-		end := start.Add(time.Duration(seconds * float64(time.Second)))
-		cpu0 := cpuTime()
-		res := make([]result, n)
-		var wg sync.WaitGroup
-		for k := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// streams start spread over one period, as cameras do
-				res[k] = replay(s, decs[k], bufs[k], start.Add(period*time.Duration(k)/time.Duration(n)), end, period, backlog, warm)
-			}()
-		}
-		wg.Wait()
-		cpu := cpuTime() - cpu0
-		wall := time.Since(start)
-		cleanup()
-		var lat []time.Duration
-		decoded, dropped := 0, 0
-		var errs []error
-		for _, r := range res {
-			decoded += r.decoded
-			dropped += r.dropped
-			lat = append(lat, r.latency...)
-			if r.err != nil {
-				errs = append(errs, r.err)
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("%d streams: %w", n, err)
-		}
-		slices.Sort(lat)
-		perStream := float64(cpu) / float64(n) / float64(wall) * 100
-		perPic := time.Duration(0)
-		if decoded > 0 {
-			perPic = cpu / time.Duration(decoded)
-		}
-		fmt.Printf("%8d %10d %10d %9.1f %11.1f%% %12s %9s %9s %9s %9s\n", n, decoded, dropped, float64(decoded)/wall.Seconds(),
-			perStream, ms(perPic)+"ms", ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(quantile(lat, 1)), made.Round(time.Millisecond))
 		if dropped > 0 && !all {
 			fmt.Printf("# %d streams dropped pictures: the last count that kept up is the one above it\n", n)
 			break
 		}
 	}
 	return nil
+}
+
+// measure runs n streams for seconds, prints their row and returns the
+// pictures dropped.
+func measure(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int, period time.Duration, seconds float64, backlog int) (int, error) {
+	decs := make([]*nvdec.Decoder, 0, n)
+	bufs := make([]*gpuBuffer, 0, n)
+	cleanup := func() {
+		for _, d := range decs {
+			d.Close()
+		}
+		for _, b := range bufs {
+			b.free()
+		}
+	}
+	for range n {
+		d, err := nvdec.Open(s.codec, nvdec.Options{Device: device})
+		if err != nil {
+			cleanup()
+			return 0, fmt.Errorf("%d streams: %w", n, err)
+		}
+		decs = append(decs, d)
+		b, err := newBuffer(drv, ctx, slot)
+		if err != nil {
+			cleanup()
+			return 0, fmt.Errorf("%d streams: %w", n, err)
+		}
+		bufs = append(bufs, b)
+	}
+	// Each decoder first decodes the stream's first GOP as fast as it
+	// can: the decoder is made at the first SPS (cuvidCreateDecoder,
+	// which the driver serialises: many at once take long), and that
+	// is a camera's connect, not its steady state.
+	warm := warmup(s)
+	t0 := time.Now()
+	var werr error
+	var wmu sync.Mutex
+	var wg0 sync.WaitGroup
+	for k := range n {
+		wg0.Add(1)
+		go func() {
+			defer wg0.Done()
+			if err := preroll(s, decs[k], bufs[k], warm); err != nil {
+				wmu.Lock()
+				werr = err
+				wmu.Unlock()
+			}
+		}()
+	}
+	wg0.Wait()
+	if werr != nil {
+		cleanup()
+		return 0, fmt.Errorf("%d streams: warming up: %w", n, werr)
+	}
+	made := time.Since(t0)
+	start := time.Now().Add(100 * time.Millisecond)
+	end := start.Add(time.Duration(seconds * float64(time.Second)))
+	cpu0 := cpuTime()
+	res := make([]result, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// streams start spread over one period, as cameras do
+			res[k] = replay(s, decs[k], bufs[k], start.Add(period*time.Duration(k)/time.Duration(n)), end, period, backlog, warm)
+		}()
+	}
+	wg.Wait()
+	cpu := cpuTime() - cpu0
+	wall := time.Since(start)
+	cleanup()
+	var lat []time.Duration
+	decoded, dropped := 0, 0
+	var errs []error
+	for _, r := range res {
+		decoded += r.decoded
+		dropped += r.dropped
+		lat = append(lat, r.latency...)
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, fmt.Errorf("%d streams: %w", n, err)
+	}
+	slices.Sort(lat)
+	perStream := float64(cpu) / float64(n) / float64(wall) * 100
+	perPic := time.Duration(0)
+	if decoded > 0 {
+		perPic = cpu / time.Duration(decoded)
+	}
+	fmt.Printf("%8d %10d %10d %9.1f %11.1f%% %12s %9s %9s %9s %9s\n", n, decoded, dropped, float64(decoded)/wall.Seconds(),
+		perStream, ms(perPic)+"ms", ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(quantile(lat, 1)), made.Round(time.Millisecond))
+	return dropped, nil
 }
 
 // warmup is where the timed replay starts: the stream's second key
