@@ -133,6 +133,17 @@ func TestReloadDoesNotStarveTheWatchdog(t *testing.T) {
 		if want := int(took / (100 * time.Millisecond)); served < want {
 			t.Errorf("only %d results from the running engine during a reload of %v", served, took)
 		}
+		// The second reload's READY=1 comes over the notify socket, not
+		// the stream its config_reloaded came by: wait for it.
+		n.waitFor(t, "READY=1 after the second RELOADING=1", 30*time.Second, func(m []string) bool {
+			m = m[msgsFrom:]
+			r1 := index(m, "RELOADING=1")
+			if r1 < 0 {
+				return false
+			}
+			r2 := index(m[r1+1:], "RELOADING=1")
+			return r2 >= 0 && index(m[r1+1+r2:], "READY=1") >= 0
+		})
 		msgs := n.all()[msgsFrom:]
 		r1 := index(msgs, "RELOADING=1")
 		if r1 < 0 || count(msgs[r1:], "RELOADING=1") != 2 {
