@@ -223,6 +223,17 @@ func TestClientsThatReceiveNothingAreReaped(t *testing.T) {
 		`{"reload":"engines"}`,
 	}
 	for i := range 3 * max {
+		// Hang-ups are reaped as the daemon's reader sees them, a moment
+		// later: on a loaded machine a burst of max of them can still be
+		// counted when the next connects. So each waits until fewer than
+		// max are counted (before the fix they never were: this failed).
+		deadline := time.Now().Add(30 * time.Second)
+		for n, err := tryScrape(metrics, clients); err != nil || n >= max; n, err = tryScrape(metrics, clients) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s = %v (%v) 30 s after %d clients hung up: they are not reaped", clients, n, err, i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		conn, err := net.Dial("unix", sock)
 		if err != nil {
 			t.Fatal(err)
