@@ -284,6 +284,12 @@ func parseSPS265(nal []byte) (SPS, error) {
 	if H265.NALType(nal) != nal265SPS {
 		return s, malformed(H265, "SPS: not an SPS NAL unit")
 	}
+	if nal[1]&7 == 0 {
+		// H.265 7.4.2.2: nuh_temporal_id_plus1 shall not be 0. (A zero
+		// header byte would also let 00 00 03 straddle the header, where
+		// decoders disagree on whether it is an emulation prevention byte.)
+		return s, malformed(H265, "SPS: nuh_temporal_id_plus1 is 0")
+	}
 	r := newBitReader(nal[2:])
 	r.skip(4) // sps_video_parameter_set_id
 	subLayers := r.u(3)
