@@ -17,9 +17,13 @@ const [pwDir, executablePath, url, want, screenshot, words = ''] = process.argv.
 const { chromium } = require(pwDir);
 
 // pixels sums a picture's pixels, as drawn into a canvas, in 64 strides:
-// two different pictures of a moving scene differ.
+// two different pictures of a moving scene differ. It answers null while
+// any picture is between two (the page swapping in the next one), so that
+// sample can ask again.
 function pixels() {
-  return [...document.querySelectorAll('img.live')].map((img) => {
+  const imgs = [...document.querySelectorAll('img.live')];
+  if (!imgs.every((img) => img.complete && img.naturalWidth > 0)) return null;
+  return imgs.map((img) => {
     const c = document.createElement('canvas');
     c.width = img.naturalWidth;
     c.height = img.naturalHeight;
@@ -37,6 +41,18 @@ function pixels() {
       sums,
     };
   });
+}
+
+// sample reads every picture's pixels at one moment when all are loaded,
+// asking again for up to 30 s.
+async function sample(page) {
+  const end = Date.now() + 30000;
+  for (;;) {
+    const p = await page.evaluate(pixels);
+    if (p !== null) return p;
+    if (Date.now() > end) throw new Error('in 30 s the pictures were never all loaded at once');
+    await new Promise((ok) => setTimeout(ok, 20));
+  }
 }
 
 (async () => {
@@ -58,13 +74,13 @@ function pixels() {
       const imgs = [...document.querySelectorAll('img.live')];
       return imgs.length === n && imgs.every((i) => i.complete && i.naturalWidth > 0 && Number(i.dataset.picture) > 0);
     }, n, { timeout: 30000 });
-    const first = await page.evaluate(pixels);
+    const first = await sample(page);
     await page.waitForFunction((first) => {
       const imgs = [...document.querySelectorAll('img.live')];
       return imgs.length === first.length &&
         imgs.every((img, i) => img.complete && Number(img.dataset.picture) > first[i].picture + 1);
     }, first, { timeout: 30000 });
-    const last = await page.evaluate(pixels);
+    const last = await sample(page);
     // The latency and rate fields fill in once status.json has a window.
     await page.waitForFunction(() => [...document.querySelectorAll('article dd')].every((d) => d.textContent !== ''), null, { timeout: 10000 });
     const wanted = words.split(',').filter((w) => w !== '').map((w) => w.toLowerCase());

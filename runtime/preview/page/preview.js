@@ -42,7 +42,15 @@ function startPicture(src, box) {
           const seq = r.headers.get('X-Edged-Frame-Seq');
           const blob = await r.blob();
           const url = URL.createObjectURL(blob);
-          await new Promise((ok) => { img.onload = ok; img.onerror = ok; img.src = url; });
+          // Decoded off screen first: then the swap is at once, and the
+          // <img> never shows an empty picture in between.
+          const next = new Image();
+          next.src = url;
+          try { await next.decode(); } catch (e) { /* a broken picture: shown as the browser shows it */ }
+          await new Promise((ok) => {
+            img.onload = ok; img.onerror = ok; img.src = url;
+            if (img.complete) ok();
+          });
           if (loop.url) URL.revokeObjectURL(loop.url);
           loop.url = url;
           loop.n = n;
