@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/edged-dev/edged/internal/backoff"
+	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preview"
 	"github.com/edged-dev/edged/runtime/stream"
@@ -553,25 +555,61 @@ func LoadEngine(ctx context.Context, c *config.Config, mc *config.Model, pc *con
 	return hot, nil
 }
 
-// ShareEngine gives pipeline pc (nil: no pipeline) of model mc an engine
-// shared from the one base serves, as the daemon gives every pipeline of a
-// model after the first (reload.StageSet from a serving engine: its own
-// tensors, its signature checked, warmed up; the model not loaded again),
-// for edged check. The engine is returned in a Hot of its own at base's
-// generation, which the caller closes (before or after base).
-func ShareEngine(ctx context.Context, base *trt.Hot, mc *config.Model, pc *config.Pipeline, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
+// ShareEngine gives pipeline pc (nil: no pipeline) of model mc of c an
+// engine shared from the one base serves, as the daemon gives every
+// pipeline of a model after the first (reload.StageSet from a serving
+// engine: its own tensors, its signature checked, warmed up; the model not
+// loaded again), for edged check. Where the engine cannot be shared after
+// all, the pipeline gets one of its own from the model's bytes, read again
+// (and required to be the content base serves), as the daemon loads one
+// from the bytes it holds: check fails no model that run serves. The
+// engine is returned in a Hot of its own at base's generation, which the
+// caller closes (before or after base).
+func ShareEngine(ctx context.Context, c *config.Config, base *trt.Hot, mc *config.Model, pc *config.Pipeline, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
 	gen := base.Acquire()
 	if gen == nil {
 		return nil, trt.ErrClosed
 	}
 	defer gen.Release()
-	set, _, err := reload.StageSet(ctx, nil, gen.Engine, []trt.LoadOptions{LoadOptions(mc, pc, alloc)}, []trt.Signature{{}}, reload.StageOptions{Backend: backend})
+	o := reload.StageOptions{Backend: backend, Model: func() ([]byte, error) { return modelContent(c, mc, gen.SHA256) }}
+	set, _, err := reload.StageSet(ctx, nil, gen.Engine, []trt.LoadOptions{LoadOptions(mc, pc, alloc)}, []trt.Signature{{}}, o)
 	if err != nil {
 		return nil, err
 	}
 	hot := &trt.Hot{}
 	set.Install([]*trt.Hot{hot}, mc.Name, gen.SHA256, gen.Number)
 	return hot, nil
+}
+
+// modelContent reads model mc's content (a built-in model's, or its file's
+// through regfile within daemon.max_model_bytes) and requires it to be the
+// content with hash sum.
+func modelContent(c *config.Config, mc *config.Model, sum [32]byte) ([]byte, error) {
+	var data []byte
+	if name, ok := mc.Builtin(); ok {
+		b, err := config.BuiltinModel(name)
+		if err != nil {
+			return nil, err
+		}
+		data = b
+	} else {
+		path := c.Resolve(mc.Path)
+		f, _, err := regfile.Open(path, c.Daemon.MaxModelBytes)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if data, err = io.ReadAll(io.LimitReader(f, c.Daemon.MaxModelBytes+1)); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if int64(len(data)) > c.Daemon.MaxModelBytes {
+			return nil, fmt.Errorf("%s: larger than daemon.max_model_bytes (%d)", path, c.Daemon.MaxModelBytes)
+		}
+	}
+	if sha256.Sum256(data) != sum {
+		return nil, fmt.Errorf("model %q changed since it was loaded", mc.Name)
+	}
+	return data, nil
 }
 
 // triggerEngines asks every watched model file to be checked now. A nil

@@ -402,3 +402,40 @@ func TestSharedModelLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShareEngineLoadsItsOwnWhenSharingFails: edged check's ShareEngine
+// judges what the daemon does. Where the engine cannot be shared for a
+// pipeline, the daemon loads it one of its own from the bytes it holds;
+// ShareEngine reads the model again and does the same (it failed the
+// model before). A file that changed since the engine was loaded is not
+// loaded in its place.
+func TestShareEngineLoadsItsOwnWhenSharingFails(t *testing.T) {
+	ctx := context.Background()
+	backend := &countingBackend{Backend: ortBackend(t), weights: map[any]bool{}}
+	dir := t.TempDir()
+	model := filepath.Join(dir, "demo.onnx")
+	writeAtomic(t, model, variant(t, 0))
+	cfg := parseConfig(t, sharedConfig(t, 2, 30, model))
+	mc := &cfg.Models[0]
+	base, err := LoadEngine(ctx, cfg, mc, &cfg.Pipelines[0], backend, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	backend.failShare.Store(true)
+	hot, err := ShareEngine(ctx, cfg, base, mc, &cfg.Pipelines[1], backend, nil)
+	if err != nil {
+		t.Fatalf("sharing fails, the model's bytes can be read: %v, want an engine of its own", err)
+	}
+	hot.Close()
+	if n := backend.loads.Load(); n != 2 {
+		t.Errorf("%d models loaded, want 2 (the first pipeline's and the second's own)", n)
+	}
+	writeAtomic(t, model, variant(t, 1))
+	if hot, err := ShareEngine(ctx, cfg, base, mc, &cfg.Pipelines[1], backend, nil); err == nil || !strings.Contains(err.Error(), "changed since it was loaded") {
+		if hot != nil {
+			hot.Close()
+		}
+		t.Errorf("the file changed since: %v, want it refused", err)
+	}
+}

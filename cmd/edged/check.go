@@ -255,7 +255,7 @@ func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config
 			}
 		} else {
 			how = "an engine shared from the one loaded for pipeline " + users[0].Name + ", warmed up"
-			if hot, err = edruntime.ShareEngine(ctx, base.hot, m, pc, base.be, alloc); err == nil {
+			if hot, err = edruntime.ShareEngine(ctx, cfg, base.hot, m, pc, base.be, alloc); err == nil {
 				defer hot.Close()
 			}
 		}

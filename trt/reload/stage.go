@@ -52,6 +52,13 @@ type StageOptions struct {
 	// WarmupTimeout bounds the warm-up inference; 0 means
 	// DefaultWarmupTimeout.
 	WarmupTimeout time.Duration
+	// Model, when set, gives the model's bytes to StageSet called
+	// without them (sharing from an engine already loaded) for a target
+	// that cannot share after all and needs an engine of its own, as it
+	// would get had the bytes been at hand. So edged check, which shares
+	// from the engine it loaded, fails no model that run serves. It is
+	// called at most once per StageSet, only then.
+	Model func() ([]byte, error)
 }
 
 // Staged is an engine that passed Stage and is not installed yet. It holds
@@ -353,6 +360,7 @@ type Set struct {
 	Separate int
 	gate     *StagingGate // held until Install or Close; nil when not held
 	once     sync.Once
+	model    []byte // read through StageOptions.Model, at most once
 }
 
 // StageSet stages model for every target at once, so that a model file
@@ -420,7 +428,7 @@ func (s *Set) share(ctx context.Context, base trt.Engine, model []byte, load trt
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if len(model) > 0 {
+		if len(model) > 0 || o.Model != nil {
 			return s.loadOwn(ctx, model, load, want, o, err)
 		}
 		if trt.RejectReason(err) == trt.ReasonOther {
@@ -441,6 +449,16 @@ func (s *Set) share(ctx context.Context, base trt.Engine, model []byte, load trt
 // loadOwn loads a target's own engine from model, after why (sharing
 // base's engine was not possible); Separate counts such targets.
 func (s *Set) loadOwn(ctx context.Context, model []byte, load trt.LoadOptions, want trt.Signature, o StageOptions, why error) (trt.Engine, error) {
+	if len(model) == 0 && o.Model != nil {
+		if s.model == nil {
+			b, err := o.Model()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w, and reading the model to load it again: %w", trt.ErrBackend, why, err)
+			}
+			s.model = b
+		}
+		model = s.model
+	}
 	if len(model) == 0 {
 		return nil, fmt.Errorf("%w: %w, and the model's bytes are not at hand to load it again", trt.ErrBackend, why)
 	}

@@ -114,3 +114,62 @@ func TestStageSet(t *testing.T) {
 		h.Close()
 	}
 }
+
+// TestStageSetReadsTheModelWhenSharingFails: sharing from a serving
+// engine without the model's bytes, a target whose engine cannot share
+// gets one of its own from StageOptions.Model (read once for all such
+// targets, only when needed), as it would with the bytes at hand; without
+// Model it fails, naming why; an error reading the model is the target's.
+func TestStageSetReadsTheModelWhenSharingFails(t *testing.T) {
+	ctx := context.Background()
+	model := trttest.Spec{Value: 1}.Bytes()
+	b := trttest.NewBackend()
+	o := reload.StageOptions{Backend: unsharing{b}, Budget: func(int64) error { return nil }, WarmupTimeout: time.Second}
+	serving, err := reload.Stage(ctx, model, trt.LoadOptions{Name: "m"}, trt.Signature{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := &trt.Hot{}
+	serving.Install(hot, "m", [32]byte{1})
+	defer hot.Close()
+	gen := hot.Acquire()
+	defer gen.Release()
+	loads := []trt.LoadOptions{{Name: "m"}, {Name: "m"}}
+	wants := make([]trt.Signature, 2)
+
+	if _, _, err := reload.StageSet(ctx, nil, gen.Engine, loads, wants, o); !errors.Is(err, trt.ErrBackend) {
+		t.Errorf("without the bytes and without Model: %v, want ErrBackend", err)
+	}
+	reads := 0
+	o.Model = func() ([]byte, error) { reads++; return model, nil }
+	set, _, err := reload.StageSet(ctx, nil, gen.Engine, loads, wants, o)
+	if err != nil {
+		t.Fatalf("with Model: %v", err)
+	}
+	if reads != 1 || set.Separate != 2 || len(set.Engines) != 2 {
+		t.Errorf("with Model: %d reads, %d separate, %d engines; want 1, 2, 2", reads, set.Separate, len(set.Engines))
+	}
+	set.Close()
+
+	o.Model = func() ([]byte, error) { return nil, errors.New("the file changed since it was loaded") }
+	if _, failed, err := reload.StageSet(ctx, nil, gen.Engine, loads, wants, o); !errors.Is(err, trt.ErrBackend) || failed != 0 {
+		t.Errorf("Model failing: failed %d, %v", failed, err)
+	}
+
+	// An engine that shares never reads the model.
+	reads = 0
+	o.Backend = b
+	o.Model = func() ([]byte, error) { reads++; return model, nil }
+	st, err := reload.Stage(ctx, model, trt.LoadOptions{Name: "m"}, trt.Signature{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	shared, _, err := reload.StageSet(ctx, nil, st.Engine, loads, wants, o)
+	if err != nil || reads != 0 {
+		t.Errorf("sharing: %v, %d reads", err, reads)
+	}
+	if shared != nil {
+		shared.Close()
+	}
+}
