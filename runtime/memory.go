@@ -391,6 +391,18 @@ func (r MemoryReport) String() string {
 	return s
 }
 
+// hostMemory is what edged plans with out of mi, at start, at a reload
+// and when a pool regrows: MemAvailable, MemTotal and the reserve kept
+// for the rest of the system (memoryReserve); ok is false when meminfo
+// has no MemAvailable (then nothing is checked).
+func hostMemory(mi umem.Meminfo) (avail, total, reserve int64, ok bool) {
+	if mi.MemAvailable == 0 {
+		return 0, 0, 0, false
+	}
+	avail, total = int64(min(mi.MemAvailable, 1<<62)), int64(min(mi.MemTotal, 1<<62))
+	return avail, total, memoryReserve(total), true
+}
+
 // memoryReserve is what edged leaves to the rest of the system out of
 // total: a quarter of it (the OS, drivers, the page cache, on Jetson the
 // GPU's working memory), at least trt's staging reserve.
@@ -442,12 +454,10 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 	if procRoot == "" {
 		procRoot = "/proc"
 	}
-	mi, err := umem.ReadMeminfo(procRoot)
-	if err == nil && mi.MemAvailable > 0 {
-		r.Checked = true
-		r.Need, r.Held = plan.Host(), held.Host()
-		r.Available, r.Total = int64(min(mi.MemAvailable, 1<<62)), int64(min(mi.MemTotal, 1<<62))
-		r.Reserve = memoryReserve(r.Total)
+	if mi, err := umem.ReadMeminfo(procRoot); err == nil {
+		if r.Available, r.Total, r.Reserve, r.Checked = hostMemory(mi); r.Checked {
+			r.Need, r.Held = plan.Host(), held.Host()
+		}
 	}
 	var neverFits bool
 	if r.Checked && r.Need > r.Usable() {

@@ -35,13 +35,13 @@ var regrowMeminfo = func() (umem.Meminfo, error) { return umem.ReadMeminfo("") }
 // memory. Without a readable meminfo nothing is checked, as at start.
 func regrowFits(bytes int64) error {
 	mi, err := regrowMeminfo()
-	if err != nil || mi.MemAvailable == 0 {
+	if err != nil {
 		return nil
 	}
-	avail, total := int64(min(mi.MemAvailable, 1<<62)), int64(min(mi.MemTotal, 1<<62))
-	if usable := avail - memoryReserve(total); bytes > usable {
+	avail, _, reserve, ok := hostMemory(mi)
+	if ok && bytes > avail-reserve {
 		return fmt.Errorf("%w: the new frame pool needs %s, but MemAvailable is %s and edged keeps %s for the rest of the system",
-			ErrMemory, FormatSize(bytes), FormatSize(avail), FormatSize(memoryReserve(total)))
+			ErrMemory, FormatSize(bytes), FormatSize(avail), FormatSize(reserve))
 	}
 	return nil
 }
