@@ -247,8 +247,6 @@ var (
 	descSourceUp      = prometheus.NewDesc("edged_source_up", "1 while a camera or serial sensor delivers.", []string{"source"}, nil)
 	descSourceStarts  = prometheus.NewDesc("edged_source_starts_total", "Successful source starts (1 + reconnects).", []string{"source"}, nil)
 	descProgressAge   = prometheus.NewDesc("edged_pipeline_progress_age_seconds", "Time since the loop last made progress (the watchdog compares it with stall_timeout).", []string{"pipeline", "loop"}, nil)
-	descCaptureMode   = prometheus.NewDesc("edged_camera_capture_mode", "1 for the V4L2 memory mode in use (userptr: zero-copy; mmap: one copy).", []string{"source", "mode"}, nil)
-	descCameraEvents  = prometheus.NewDesc("edged_camera_events_total", "V4L2 driver events: dropped frames by reason, poll timeouts, stream restarts, unplugs.", []string{"source", "event"}, nil)
 	descEngineInfo    = prometheus.NewDesc("edged_engine_info", "The engine generation serving each pipeline; always 1.", []string{"pipeline", "model", "generation", "sha256", "backend"}, nil)
 	descPoolSlots     = prometheus.NewDesc("edged_pool_slots", "Frame pool slots by state.", []string{"pipeline", "state"}, nil)
 	descReloads       = prometheus.NewDesc("edged_engine_reloads_total", "Hot-reload outcomes (ok, or the rejection reason).", []string{"model", "result"}, nil)
@@ -358,19 +356,8 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 		sources[p.scfg.Name] = true
 		e.flag(descSourceUp, p.sourceUp.Load(), p.scfg.Name)
 		e.counter(descSourceStarts, s.reconnects.Load(), p.scfg.Name)
-		if cs, ok := p.src.(interface {
-			CaptureStats() (string, map[string]uint64)
-		}); ok {
-			mode, counters := cs.CaptureStats()
-			if mode != "" {
-				e.gauge(descCaptureMode, 1, p.scfg.Name, mode)
-			}
-			for k, v := range counters {
-				e.counter(descCameraEvents, v, p.scfg.Name, k)
-			}
-		}
-		if mc, ok := p.src.(prometheus.Collector); ok {
-			mc.Collect(e) // a source kind's own series (network cameras)
+		if c, ok := p.src.(interface{ Collector() prometheus.Collector }); ok {
+			c.Collector().Collect(e) // the source kind's own series
 		}
 	}
 	for name, md := range g.models {

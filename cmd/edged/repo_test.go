@@ -474,9 +474,10 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 			}
 		}
 	}
-	// Nor does the daemon switch on a sink's kind by name: what a kind
-	// holds and whether it listens are the configuration's to say
-	// (config.Sink.Holds, Listens), how it is built cmd/edged's.
+	// Nor does the daemon switch on a sink's or a source's kind by name,
+	// or name a kind's series: what a kind holds and whether it listens
+	// are the configuration's to say (config.Sink.Holds, Listens), how it
+	// is built cmd/edged's, its series its collector's (Collector()).
 	fset := token.NewFileSet()
 	for dir, files := range packages(t) {
 		if rel, _ := filepath.Rel(filepath.Join("..", ".."), dir); filepath.ToSlash(rel) != "runtime" {
@@ -492,8 +493,15 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 			}
 			ast.Inspect(af, func(n ast.Node) bool {
 				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if v, _ := strconv.Unquote(lit.Value); v == "socket" || v == "serial" || v == "mqtt" {
+					v, _ := strconv.Unquote(lit.Value)
+					switch {
+					case v == "socket" || v == "serial" || v == "mqtt":
 						t.Errorf("%s: the daemon names the sink kind %s", fset.Position(lit.Pos()), lit.Value)
+					case v == "v4l2" || v == "synthetic" || v == "replay" || v == "rtsp":
+						t.Errorf("%s: the daemon names the source kind %s", fset.Position(lit.Pos()), lit.Value)
+					case strings.Contains(v, "edged_camera_") || strings.Contains(v, "edged_rtsp_"):
+						// A source kind's series are its package's collector's.
+						t.Errorf("%s: the daemon names a source kind's series %s", fset.Position(lit.Pos()), lit.Value)
 					}
 				}
 				return true

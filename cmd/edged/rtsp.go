@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,18 +8,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors"
-	"github.com/edged-dev/edged/sensors/h26x"
 	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
 // The network camera kind (kind = "rtsp") as the binary wires it: the
 // source built from its keys (runtime/config/rtsp.go checks them), the
-// decoder chosen (rtspdecoder.go), its edged check probe, its metrics and
-// its STATUS= note.
+// decoder chosen (rtspdecoder.go) and its edged check probe; its metrics
+// and its STATUS= note are sensors/rtsp's.
 
 // defaultRTSPSlot is the frame slot of a network camera whose stream could
 // not be probed before its pipeline started: 1080p as NV12. A stream that
@@ -123,55 +119,4 @@ func checkRTSP(ctx context.Context, sc *config.Source, c *config.Config) (what s
 		return "", fmt.Errorf("%s", what)
 	}
 	return what, nil
-}
-
-var (
-	descRTSPDropped = prometheus.NewDesc("edged_rtsp_frames_dropped_total",
-		"Network camera pictures dropped before decoding or delivery, by reason (loss: RTP packets lost, until the next key picture).",
-		[]string{"source", "reason"}, nil)
-	descRTSPLost = prometheus.NewDesc("edged_rtsp_packets_lost_total",
-		"RTP packets of a network camera missing by sequence number.", []string{"source"}, nil)
-	descRTSPFrames = prometheus.NewDesc("edged_rtsp_frames_total",
-		"Network camera frames delivered, by where their capture time comes from (sender_report, arrival).", []string{"source", "clock"}, nil)
-	descRTSPTransport = prometheus.NewDesc("edged_rtsp_transport",
-		"1 for the transport of a network camera's current or last session (tcp, udp).", []string{"source", "transport"}, nil)
-)
-
-// Collect implements prometheus.Collector (runtime collects a source that
-// is one, with the daemon's series).
-func (s *rtspCamera) Collect(ch chan<- prometheus.Metric) {
-	st, name := s.Stats(), s.Name()
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	for _, r := range h26x.DropReasons() {
-		counter(descRTSPDropped, st.Depacketizer.Dropped[r-1], name, r.String())
-	}
-	counter(descRTSPDropped, st.DecoderDropped, name, "decoder")
-	counter(descRTSPLost, st.Depacketizer.Lost, name)
-	counter(descRTSPFrames, st.ClockSenderReport, name, sensors.ClockSenderReport.String())
-	counter(descRTSPFrames, st.ClockArrival, name, sensors.ClockArrival.String())
-	if st.Transport != "" {
-		ch <- prometheus.MustNewConstMetric(descRTSPTransport, prometheus.GaugeValue, 1, name, st.Transport)
-	}
-}
-
-// Describe implements prometheus.Collector: unchecked, as the daemon's.
-func (s *rtspCamera) Describe(chan<- *prometheus.Desc) {}
-
-// StatusNote is what STATUS= says of the camera (runtime looks for it):
-// its transport, and the pictures dropped after losses so far.
-func (s *rtspCamera) StatusNote() string {
-	st := s.Stats()
-	var b bytes.Buffer
-	if st.Transport != "" {
-		fmt.Fprintf(&b, "rtsp over %s", st.Transport)
-	}
-	if n := st.Depacketizer.DroppedTotal() + st.DecoderDropped; n > 0 {
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%d pictures dropped until a key picture (%d RTP packets lost)", n, st.Depacketizer.Lost)
-	}
-	return b.String()
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edged-dev/edged/internal/regfile"
 	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
@@ -288,17 +290,20 @@ func (s sizedSource) SetDecodeTarget(w, h int, resize string) string {
 	return ""
 }
 
-// CaptureStats reports how a V4L2 camera captures and what its driver
-// dropped, for metrics (runtime looks for this method).
-func (s sizedSource) CaptureStats() (mode string, counters map[string]uint64) {
-	v, ok := s.Source.(*v4l2.Source)
-	if !ok {
-		return "", nil
+// Collector passes on the camera's own series (runtime looks for this
+// method; the embedding hides the source's own).
+func (s sizedSource) Collector() prometheus.Collector {
+	if c, ok := s.Source.(interface{ Collector() prometheus.Collector }); ok {
+		return c.Collector()
 	}
-	st := v.Stats()
-	return st.Mode, map[string]uint64{"corrupt": st.Corrupt, "short": st.Short, "decode": st.Decode,
-		"timeouts": st.Timeouts, "restarts": st.Restarts, "gone": st.Gone}
+	return noSeries{}
 }
+
+// noSeries is the collector of a source kind that has no series of its own.
+type noSeries struct{}
+
+func (noSeries) Describe(chan<- *prometheus.Desc) {}
+func (noSeries) Collect(chan<- prometheus.Metric) {}
 
 // replaySlotSize is the frame slot a replay source needs: its frame size
 // (replayFormat), at least RGB24's for an image folder.
