@@ -107,7 +107,7 @@ HIL_VARS = $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null | x
 .PHONY: help build run deps deps-go ort test check fmt-check vet tidy-check test-nocgo \
 	sysroot cross-tools cross cross-selftest check-glibc test-arm64 install uninstall-hint bench generate generate-check \
 	fuzz trt-check trt-check-all trt-test trt-makefile hil hil-arm64 systemd-verify clean \
-	bench-tools bench-compare bench-share soak deb deb-test playwright
+	bench-tools bench-compare bench-share bench-batch soak deb deb-test playwright
 
 help: ## list the targets
 	@echo "edged $(VERSION) — make targets:"
@@ -264,10 +264,11 @@ BENCH_ARGS ?=
 BENCH_BUILD ?= 1
 BENCH_PYTHONS ?= python3 /usr/bin/python3
 
-bench-tools: ## bin/benchgen and bin/benchcmp, static (CGO_ENABLED=0): they run without Go
+bench-tools: ## bin/benchgen, bin/benchcmp and bin/batchbench, static (CGO_ENABLED=0): they run without Go
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/benchgen ./bench/cmd/benchgen
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/benchcmp ./bench/cmd/benchcmp
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/batchbench ./bench/cmd/batchbench
 
 bench-compare: $(if $(filter 1,$(BENCH_BUILD)),build bench-tools) ## edged vs a Python OpenCV/NumPy/onnxruntime loop on the same inputs: bin/bench-report/ (bench/README.md)
 	@for p in $(BENCH_PYTHONS); do if $$p -c 'import cv2, numpy' 2>/dev/null; then exit 0; fi; done; \
@@ -280,6 +281,14 @@ bench-compare: $(if $(filter 1,$(BENCH_BUILD)),build bench-tools) ## edged vs a 
 SHARE_ARGS ?=
 bench-share: ## RSS of 1, 2, 4, 8 pipelines on one model: shared vs one engine each, and the frame-pool bound
 	$(ORT_ENV) $(GO) run ./bench/cmd/sharebench $(SHARE_ARGS)
+
+# N replay cameras on one model through bin/edged, in one run: an engine per
+# camera, one engine shared by a pipeline per camera, one batched pipeline
+# (bench/cmd/batchbench/doc.go; docs/PERFORMANCE.md). BENCH_BUILD=0 uses the
+# binaries already in bin/; BATCH_ARGS go to batchbench.
+BATCH_ARGS ?=
+bench-batch: $(if $(filter 1,$(BENCH_BUILD)),build bench-tools) ## results/s, p50/p99 total and RSS of 1, 2, 4, 8 cameras: own engines, shared, batched; memory and fairness bounds: bin/batch-report/
+	$(BIN)/batchbench -edged $(BIN)/edged $(BATCH_ARGS)
 
 # The soak of issue 10 (docs/OPERATIONS.md, fault 24; bench/cmd/soak/doc.go):
 # bin/edged under model, SIGHUP, reload, client and pty churn, an MQTT

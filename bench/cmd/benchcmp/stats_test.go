@@ -94,29 +94,6 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-func TestProcStat(t *testing.T) {
-	// The command name may hold spaces and parentheses.
-	stat := "4242 (py (loop) x) S 1 4242 4242 0 -1 4194304 5000 0 0 0 1234 567 0 0 20 0 9 0 100 1000000 2000 18446744073709551615\n"
-	n, err := cpuTicks([]byte(stat))
-	if err != nil || n != 1234+567 {
-		t.Errorf("cpuTicks = %d, %v; want 1801", n, err)
-	}
-	if _, err := cpuTicks([]byte("4242 (x) S 1 2")); err == nil {
-		t.Error("a short stat line was accepted")
-	}
-	if _, err := cpuTicks([]byte("garbage")); err == nil {
-		t.Error("a stat line without a command name was accepted")
-	}
-	status := "Name:\tedged\nVmPeak:\t  900000 kB\nVmHWM:\t   81234 kB\nVmRSS:\t   80000 kB\nThreads:\t12\n"
-	rss, hwm, err := memKB([]byte(status))
-	if err != nil || rss != 80000 || hwm != 81234 {
-		t.Errorf("memKB = %d %d %v", rss, hwm, err)
-	}
-	if _, _, err := memKB([]byte(strings.Replace(status, "VmRSS", "VmXXX", 1))); err == nil {
-		t.Error("status without VmRSS was accepted")
-	}
-}
-
 func TestCompareRatiosAndGoals(t *testing.T) {
 	run := func(side, phase string, st map[string]float64, thr float64) *RunResult {
 		r := &RunResult{Side: side, Phase: phase, Input: "noisy-1920x1080", Throughput: thr, Stages: map[string]Dist{}}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+)
+
+// report is results.json: every run, and what the report was made with.
+type report struct {
+	Argv        []string     `json:"argv"`
+	Date        string       `json:"date"`
+	Edged       string       `json:"edged"`
+	Machine     string       `json:"machine"`
+	FPS         float64      `json:"fps"`
+	Wait        string       `json:"batch_wait"`
+	Threads     int          `json:"threads"`
+	Hidden      int          `json:"hidden"`
+	PoolBytes   int64        `json:"pool_bytes"`
+	StallAfterS float64      `json:"stall_after_s"`
+	Counts      []int        `json:"counts"`
+	Ways        []string     `json:"ways"`
+	Skipped     []string     `json:"skipped,omitempty"`
+	Warmup      string       `json:"warmup"`
+	Measure     string       `json:"measure"`
+	Rounds      int          `json:"rounds"`
+	Runs        []*runResult `json:"runs"`
+}
+
+func numCPU() int { return goruntime.NumCPU() }
+
+// fig is one case's figures, each the median over its rounds.
+type fig struct {
+	ok                   bool
+	resultsPS, cpuMs     float64
+	p50, p99             float64 // µs, every camera
+	rss, hwm             float64 // bytes
+	batch, replacedPS    float64
+	othersP99, stalledAt float64 // stalled: the cameras but the last; when the last one's last result came
+}
+
+func median(v []float64) float64 {
+	v = slices.DeleteFunc(slices.Clone(v), math.IsNaN)
+	if len(v) == 0 {
+		return nan
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// figure is the case's figures over its rounds.
+func (rep *report) figure(way string, n int, phase string) fig {
+	var f fig
+	var cols [10][]float64
+	for _, r := range rep.Runs {
+		c := r.Case
+		if c.Way != way || c.N != n || c.Phase != phase {
+			continue
+		}
+		f.ok = true
+		last := cameraName(n - 1)
+		others := func(cam string) bool { return cam != last }
+		for i, v := range []float64{r.ResultsPS, r.CPUms, r.pooled(50, all), r.pooled(99, all), float64(r.RSS), float64(r.HWM),
+			r.MeanBatch, float64(r.Replaced) / r.WindowS, r.pooled(99, others), r.Cameras[last].LastS} {
+			cols[i] = append(cols[i], v)
+		}
+	}
+	m := make([]float64, len(cols))
+	for i := range cols {
+		m[i] = median(cols[i])
+	}
+	f.resultsPS, f.cpuMs, f.p50, f.p99, f.rss, f.hwm, f.batch, f.replacedPS, f.othersP99, f.stalledAt = m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9]
+	return f
+}
+
+// waitUs is the batch_wait a way's fairness bound allows: the batched
+// pipeline's, 0 for pipelines of one camera (nothing waits for a batch).
+func (rep *report) waitUs(way string) float64 {
+	if way != wayBatched {
+		return 0
+	}
+	for _, r := range rep.Runs {
+		if r.Case.Way == wayBatched {
+			return float64(r.Case.Wait.Microseconds())
+		}
+	}
+	return 0
+}
+
+func ms(us float64) string {
+	if math.IsNaN(us) {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", us/1000)
+}
+
+func ratio(a, b float64) string {
+	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// write writes report.md and batch.png into dir and prints the report;
+// its code is 1 when the memory bound of a way that shares the model
+// (shared, batched) or the batched pipeline's fairness bound does not
+// hold; the own way's figures are the reference.
+func (rep *report) write(dir string) (int, error) {
+	var b strings.Builder
+	code := rep.markdown(&b)
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644); err != nil {
+		return 0, err
+	}
+	fmt.Print(b.String())
+	return code, rep.plot(filepath.Join(dir, "batch.png"))
+}
+
+// rewrite rewrites report.md and batch.png from dir/results.json.
+func rewrite(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	_, err = rep.write(dir)
+	return err
+}
+
+func (rep *report) markdown(b *strings.Builder) int {
+	code := 0
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("# batchbench %s\n\n`%s`\n\n%s; %s. Replay cameras of noisy 1920×1080 YUYV (buffers %d: a frame pool of %d slots, %.1f MiB), ONNX Runtime on the CPU (%d intra-op thread(s)), the benchmark classifier with a symbolic batch dimension (hidden layer %d), batch_wait %s; each run: warm-up %s after every camera's first result, window %s; %d round(s), medians.\n\n",
+		rep.Date, strings.Join(rep.Argv, " "), rep.Edged, rep.Machine, buffers, poolSlots, mib(rep.PoolBytes), rep.Threads, rep.Hidden, rep.Wait, rep.Warmup, rep.Measure, rep.Rounds)
+	for _, s := range rep.Skipped {
+		p("Left out: %s\n\n", s)
+	}
+	head := func(cols ...string) {
+		p("| N |")
+		for _, w := range rep.Ways {
+			for _, c := range cols {
+				p(" %s: %s |", w, c)
+			}
+		}
+		for _, w := range rep.Ways[1:] {
+			p(" %s / %s |", w, rep.Ways[0])
+		}
+		p("\n|---|%s\n", strings.Repeat("---|", len(rep.Ways)*len(cols)+len(rep.Ways)-1))
+	}
+	row := func(n int, phase string, cells func(f fig) []string, key func(f fig) float64) {
+		p("| %d |", n)
+		base := rep.figure(rep.Ways[0], n, phase)
+		for _, w := range rep.Ways {
+			for _, c := range cells(rep.figure(w, n, phase)) {
+				p(" %s |", c)
+			}
+		}
+		for _, w := range rep.Ways[1:] {
+			p(" %s |", ratio(key(rep.figure(w, n, phase)), key(base)))
+		}
+		p("\n")
+	}
+	has := func(phase string) bool {
+		for _, r := range rep.Runs {
+			if r.Case.Phase == phase {
+				return true
+			}
+		}
+		return false
+	}
+	if has(phaseSaturation) {
+		p("## Throughput: every camera free-running\n\nresults/s in total (CPU ms per result, mean frames per inference); ratios of results/s.\n\n")
+		head("results/s")
+		for _, n := range rep.Counts {
+			row(n, phaseSaturation, func(f fig) []string {
+				return []string{fmt.Sprintf("%.1f (%.2f ms, batch %.2f)", f.resultsPS, f.cpuMs, f.batch)}
+			}, func(f fig) float64 { return f.resultsPS })
+		}
+		p("\n")
+	}
+	if has(phasePaced) {
+		p("## Latency and memory: every camera at %g fps\n\n`latency_us.total` over every camera's results, p50 / p99 in ms; ratios of p99.\n\n", rep.FPS)
+		head("results/s", "p50 / p99 ms")
+		for _, n := range rep.Counts {
+			row(n, phasePaced, func(f fig) []string {
+				return []string{fmt.Sprintf("%.1f", f.resultsPS), ms(f.p50) + " / " + ms(f.p99)}
+			}, func(f fig) float64 { return f.p99 })
+		}
+		p("\nResident memory (VmRSS, median of the window's readings every 100 ms; MiB); ratios of RSS.\n\n")
+		head("RSS MiB")
+		for _, n := range rep.Counts {
+			row(n, phasePaced, func(f fig) []string { return []string{fmt.Sprintf("%.1f", f.rss/(1<<20))} }, func(f fig) float64 { return f.rss })
+		}
+		lo, hi := rep.Counts[0], rep.Counts[len(rep.Counts)-1]
+		if hi > lo {
+			bound := float64(hi-lo) * float64(rep.PoolBytes) * 1.1
+			p("\nRSS(%d) − RSS(%d) against %d × one camera's frame pool (%.1f MiB) + 10 %% = %.1f MiB:\n\n", hi, lo, hi-lo, mib(rep.PoolBytes), bound/(1<<20))
+			for _, w := range rep.Ways {
+				d := rep.figure(w, hi, phasePaced).rss - rep.figure(w, lo, phasePaced).rss
+				verdict := "holds"
+				if math.IsNaN(d) || d > bound {
+					verdict = "does not hold"
+					if w != wayOwn {
+						code = 1
+					}
+				}
+				p("- %s: %.1f MiB (%.1f MiB per added camera): %s\n", w, d/(1<<20), d/(1<<20)/float64(hi-lo), verdict)
+			}
+			p("\n")
+		}
+	}
+	if has(phaseStalled) {
+		n := rep.Counts[len(rep.Counts)-1]
+		p("## Fairness: %d cameras at %g fps, %s stops delivering after %.1f s (unannounced)\n\n", n, rep.FPS, cameraName(n-1), rep.StallAfterS)
+		p("p99 of `total` of the other %d cameras, stalled run against the paced run's same cameras; bound: unstalled p99 + batch_wait (0 for one camera per pipeline).\n\n", n-1)
+		p("| way | unstalled p99 ms | stalled p99 ms | bound ms | results/s | last result of %s (s into the window) | |\n|---|---|---|---|---|---|---|\n", cameraName(n-1))
+		for _, w := range rep.Ways {
+			un, st := rep.othersUnstalled(w, n), rep.figure(w, n, phaseStalled)
+			bound := un + rep.waitUs(w)
+			verdict := "holds"
+			if math.IsNaN(st.othersP99) || math.IsNaN(bound) || st.othersP99 > bound {
+				verdict = "does not hold"
+				if w == wayBatched {
+					code = 1
+				}
+			}
+			if w != wayBatched {
+				verdict += " (reference: nothing waits for a batch)"
+			}
+			p("| %s | %s | %s | %s | %.1f | %.1f | %s |\n", w, ms(un), ms(st.othersP99), ms(bound), st.resultsPS, st.stalledAt, verdict)
+		}
+		p("\n")
+	}
+	return code
+}
+
+// othersUnstalled is the paced run's p99 over the cameras but the last.
+func (rep *report) othersUnstalled(way string, n int) float64 {
+	var v []float64
+	last := cameraName(n - 1)
+	for _, r := range rep.Runs {
+		if r.Case.Way == way && r.Case.N == n && r.Case.Phase == phasePaced {
+			v = append(v, r.pooled(99, func(cam string) bool { return cam != last }))
+		}
+	}
+	return median(v)
+}
