@@ -27,6 +27,7 @@ type options struct {
 	wait               time.Duration
 	threads, hidden    int
 	frames, rounds     int
+	perf               string
 	tm                 timing
 	argv               []string
 }
@@ -49,6 +50,7 @@ func main() {
 	flag.DurationVar(&o.tm.Measure, "measure", 8*time.Second, "measured window of a run")
 	flag.DurationVar(&o.tm.Start, "start-timeout", 60*time.Second, "until every camera has a result")
 	stallAfter := flag.Duration("stall-after", 0, "how long the stalled camera plays before it stops (default: warm-up + a quarter of the window + 1 s of start)")
+	flag.StringVar(&o.perf, "perf", "perf", "perf, to profile the free-running runs at the largest -n (a CPU profile by shared object and symbol in the report); \"\" or not found: none")
 	replot := flag.String("replot", "", "only rewrite report.md and batch.png of this report folder from its results.json")
 	flag.Parse()
 	if *replot != "" {
@@ -59,6 +61,14 @@ func main() {
 		return
 	}
 	o.argv = os.Args
+	if o.perf != "" {
+		if p, err := exec.LookPath(o.perf); err == nil {
+			o.perf = p
+		} else {
+			fmt.Fprintf(os.Stderr, "batchbench: no profile: %v\n", err)
+			o.perf = ""
+		}
+	}
 	var err error
 	if o.counts, err = parseCounts(*ns); err != nil {
 		fmt.Fprintln(os.Stderr, "batchbench:", err)
@@ -156,7 +166,11 @@ func run(ctx context.Context, o *options, stallAfter time.Duration) (int, error)
 			if err := os.WriteFile(cfg, []byte(configText(c, in, sock, o.ortLib)), 0o644); err != nil {
 				return 0, err
 			}
-			r, err := measure(ctx, o.edged, cfg, sock, filepath.Join(o.out, "logs", base+".log"), c, o.tm)
+			perf := ""
+			if c.Phase == phaseSaturation && c.N == o.counts[len(o.counts)-1] && round == 1 {
+				perf = o.perf
+			}
+			r, err := measure(ctx, o.edged, cfg, sock, filepath.Join(o.out, "logs", base+".log"), c, o.tm, perf)
 			if err != nil {
 				return 0, err
 			}

@@ -123,7 +123,7 @@ func TestSummarise(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	rec := func(ms int, pipeline, source string, seq uint64, total int64, batch int) record {
 		r := record{Type: "result", Pipeline: pipeline, Source: source, FrameSeq: seq, at: at(ms)}
-		r.Latency.Total, r.Engine.Batch = total, batch
+		r.Latency, r.Engine.Batch = map[string]int64{"pre": total / 2, "total": total}, batch
 		return r
 	}
 	all := []record{
@@ -138,6 +138,9 @@ func TestSummarise(t *testing.T) {
 	r.summarise(all, t0, at(1000))
 	if r.Results != 4 || r.Replaced != 1 || r.ResultsPS != 4 || r.MeanBatch != 1.5 {
 		t.Errorf("results %d, replaced %d, %v/s, batch %v", r.Results, r.Replaced, r.ResultsPS, r.MeanBatch)
+	}
+	if r.Stages["total"] != 250 || r.Stages["pre"] != 125 {
+		t.Errorf("stage means %v", r.Stages)
 	}
 	if c := r.Cameras["cam0"]; c.Results != 2 || c.P50us != 100 || c.P99us != 200 || c.LastS != 2 {
 		t.Errorf("cam0 %+v", c)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -219,6 +220,7 @@ func (rep *report) markdown(b *strings.Builder) int {
 			p("\n")
 		}
 	}
+	rep.stages(p)
 	if has(phaseStalled) {
 		n := rep.Counts[len(rep.Counts)-1]
 		p("## Fairness: %d cameras at %g fps, %s stops delivering after %.1f s (unannounced)\n\n", n, rep.FPS, cameraName(n-1), rep.StallAfterS)
@@ -241,7 +243,68 @@ func (rep *report) markdown(b *strings.Builder) int {
 		}
 		p("\n")
 	}
+	rep.profiles(p)
 	return code
+}
+
+// stageOrder is latency_us's order (docs/PROTOCOL.md); a stage not
+// listed follows, by name.
+var stageOrder = []string{"fill", "queue", "batch", "pre", "infer", "post", "encode", "total"}
+
+// stages writes the mean of every latency_us stage per result, per way,
+// at the largest N.
+func (rep *report) stages(p func(string, ...any)) {
+	n := rep.Counts[len(rep.Counts)-1]
+	seen := map[string]bool{}
+	for _, r := range rep.Runs {
+		for k := range r.Stages {
+			seen[k] = true
+		}
+	}
+	if !seen["total"] {
+		return
+	}
+	var cols []string
+	for _, k := range stageOrder {
+		if seen[k] {
+			cols = append(cols, k)
+			delete(seen, k)
+		}
+	}
+	// Stages this list does not know go before total.
+	cols = append(append(cols[:len(cols)-1], slices.Sorted(maps.Keys(seen))...), "total")
+	p("## Where a result's time goes: %d cameras\n\nMean of each `latency_us` stage per result, ms (the stages add up to `total`); per inference, `infer` is shared by the frames of a batch.\n\n| way | phase | %s |\n|---|---|%s\n", n, strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	for _, ph := range []string{phasePaced, phaseSaturation} {
+		for _, w := range rep.Ways {
+			var v [][]float64 = make([][]float64, len(cols))
+			for _, r := range rep.Runs {
+				if r.Case.Way == w && r.Case.N == n && r.Case.Phase == ph {
+					for i, k := range cols {
+						v[i] = append(v[i], r.Stages[k])
+					}
+				}
+			}
+			if len(v[0]) == 0 {
+				continue
+			}
+			p("| %s | %s |", w, ph)
+			for i := range cols {
+				p(" %.2f |", median(v[i])/1000)
+			}
+			p("\n")
+		}
+	}
+	p("\n")
+}
+
+// profiles writes the perf profiles of the free-running runs.
+func (rep *report) profiles(p func(string, ...any)) {
+	for _, r := range rep.Runs {
+		if r.Profile == "" {
+			continue
+		}
+		p("## CPU profile: %s (perf record -e cpu-clock -F 499 over the window; shares of the process's samples)\n\n```\n%s```\n\n", r.Case.name(), r.Profile)
+	}
 }
 
 // othersUnstalled is the paced run's p99 over the cameras but the last.

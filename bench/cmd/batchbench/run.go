@@ -27,10 +27,7 @@ type record struct {
 	Engine   struct {
 		Batch int `json:"batch"`
 	} `json:"engine"`
-	Latency struct {
-		Total int64 `json:"total"`
-		Batch int64 `json:"batch"`
-	} `json:"latency_us"`
+	Latency map[string]int64 `json:"latency_us"` // stage -> µs; "total" is their sum
 	at time.Time // when the bench read it
 }
 
@@ -65,6 +62,8 @@ type runResult struct {
 	MeanBatch  float64            `json:"mean_batch,omitempty"` // engine.batch over the window's results
 	StalledAtS float64            `json:"stalled_at_s,omitempty"`
 	Totals     map[string][]int64 `json:"totals_us"` // latency_us.total per camera, in the window
+	Stages     map[string]float64 `json:"stage_mean_us"` // latency_us's mean per stage over the window's results
+	Profile    string             `json:"profile,omitempty"` // perf report of the window (saturation at the largest N), by DSO and by symbol
 }
 
 // camStat is one camera's part of a run.
@@ -77,7 +76,9 @@ type camStat struct {
 
 // measure runs the daemon on cfgPath, waits for a result from every
 // camera, discards warmup, measures, stops it.
-func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSpec, tm timing) (*runResult, error) {
+// perf, when not "", profiles the window with perf record into
+// logPath's .perf.data.
+func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSpec, tm timing, perf string) (*runResult, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -194,6 +195,10 @@ func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSp
 	if err != nil {
 		return fail("%v", err)
 	}
+	prof, err := startProfile(perf, strings.TrimSuffix(logPath, ".log")+".perf.data", pid)
+	if err != nil {
+		return fail("%v", err)
+	}
 	t0 := time.Now()
 	var rss []int64
 	for end := t0.Add(tm.Measure); time.Now().Before(end); {
@@ -203,10 +208,12 @@ func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSp
 		}
 		rss = append(rss, m.RSSBytes())
 		if err := wait(100 * time.Millisecond); err != nil {
+			prof.stop()
 			return fail("during the measurement: %v", err)
 		}
 	}
 	t1 := time.Now()
+	profile := prof.stop()
 	cpu1, err := procfs.ReadCPU(pid)
 	if err != nil {
 		return fail("%v", err)
@@ -222,7 +229,7 @@ func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSp
 		fmt.Fprintf(os.Stderr, "batchbench: %s: %d unreadable lines\n", c.name(), bad)
 	}
 	slices.Sort(rss)
-	r := &runResult{Case: c, Config: cfgPath, Log: logPath, WindowS: t1.Sub(t0).Seconds(), RSS: rss[len(rss)/2], HWM: int64(m.HWM) << 10}
+	r := &runResult{Case: c, Config: cfgPath, Log: logPath, WindowS: t1.Sub(t0).Seconds(), RSS: rss[len(rss)/2], HWM: int64(m.HWM) << 10, Profile: profile}
 	r.summarise(all, t0, t1)
 	if r.Results == 0 {
 		return nil, fmt.Errorf("%s: no results in the measurement window (see %s)", c.name(), logPath)
@@ -233,7 +240,7 @@ func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSp
 
 // summarise computes the window's statistics from every record read.
 func (r *runResult) summarise(all []record, t0, t1 time.Time) {
-	r.Cameras, r.Totals = map[string]camStat{}, map[string][]int64{}
+	r.Cameras, r.Totals, r.Stages = map[string]camStat{}, map[string][]int64{}, map[string]float64{}
 	last := map[string]uint64{}
 	lastAt := map[string]time.Time{}
 	batches := 0
@@ -249,12 +256,18 @@ func (r *runResult) summarise(all []record, t0, t1 time.Time) {
 			r.Replaced += rec.FrameSeq - prev - 1
 		}
 		r.Results++
-		r.Totals[cam] = append(r.Totals[cam], rec.Latency.Total)
+		r.Totals[cam] = append(r.Totals[cam], rec.Latency["total"])
+		for k, v := range rec.Latency {
+			r.Stages[k] += float64(v)
+		}
 		batches += max(rec.Engine.Batch, 1)
 	}
 	r.ResultsPS = float64(r.Results) / r.WindowS
 	if r.Results > 0 {
 		r.MeanBatch = float64(batches) / float64(r.Results)
+		for k := range r.Stages {
+			r.Stages[k] /= float64(r.Results)
+		}
 	}
 	for cam, at := range lastAt {
 		ts := r.Totals[cam]
