@@ -28,7 +28,7 @@ type record struct {
 		Batch int `json:"batch"`
 	} `json:"engine"`
 	Latency map[string]int64 `json:"latency_us"` // stage -> µs; "total" is their sum
-	at time.Time // when the bench read it
+	at      time.Time        // when the bench read it
 }
 
 // camera is the camera a result is for: its source, or the camera of its
@@ -61,8 +61,8 @@ type runResult struct {
 	Cameras    map[string]camStat `json:"cameras"`
 	MeanBatch  float64            `json:"mean_batch,omitempty"` // engine.batch over the window's results
 	StalledAtS float64            `json:"stalled_at_s,omitempty"`
-	Totals     map[string][]int64 `json:"totals_us"` // latency_us.total per camera, in the window
-	Stages     map[string]float64 `json:"stage_mean_us"` // latency_us's mean per stage over the window's results
+	Totals     map[string][]int64 `json:"totals_us"`         // latency_us.total per camera, in the window
+	Stages     map[string]float64 `json:"stage_mean_us"`     // latency_us's mean per stage over the window's results
 	Profile    string             `json:"profile,omitempty"` // perf report of the window (saturation at the largest N), by DSO and by symbol
 }
 
