@@ -56,6 +56,11 @@ func TestConfigs(t *testing.T) {
 						t.Errorf("%s: camera %d: path %s, free_run %v, loop %v", c.name(), i, sc.Path, sc.FreeRun, sc.Loop)
 					}
 				}
+				for _, pc := range cfg.Pipelines {
+					if (pc.Schedule == "queue") != (ph == phaseSaturation) {
+						t.Errorf("%s: pipeline %s: schedule %s", c.name(), pc.Name, pc.Schedule)
+					}
+				}
 				if way == wayBatched {
 					continue
 				}
@@ -76,7 +81,7 @@ func TestConfigs(t *testing.T) {
 					t.Fatalf("%s: %d memory needs", c.name(), len(needs))
 				}
 				for i, need := range needs {
-					if need.PoolBytes() != poolBytes {
+					if ph != phaseSaturation && need.PoolBytes() != poolBytes {
 						t.Errorf("%s: pipeline %d: pool %d bytes, the bound assumes %d", c.name(), i, need.PoolBytes(), poolBytes)
 					}
 					if shared := need.SharedWith != ""; shared != (way == wayShared && i > 0) {
