@@ -40,6 +40,7 @@ type caseSpec struct {
 	FPS     float64
 	Wait    time.Duration // batch_wait of the batched way
 	Threads int           // ONNX Runtime intra-op threads of the model
+	Device  string        // [pipeline.preprocess] device; "" leaves it out (auto)
 }
 
 // Phases of a case.
@@ -92,6 +93,9 @@ func configText(c caseSpec, in inputs, sock, ortLib string) string {
 	pipeline := func(name, sources, model string) {
 		fmt.Fprintf(&b, "\n[[pipeline]]\nname = %q\n%s\nmodel = %q\nsinks = [\"out\"]\n%s\n", name, sources, model, schedule)
 		fmt.Fprintf(&b, "\n[pipeline.preprocess]\ninput = %q\nresize = \"stretch\"\ncolor = \"rgb\"\nwidth = %d\nheight = %d\nthreads = 1\n", onnxmodel.InputName, onnxmodel.Size, onnxmodel.Size)
+		if c.Device != "" {
+			fmt.Fprintf(&b, "device = %q\n", c.Device)
+		}
 		fmt.Fprintf(&b, "\n[[pipeline.postprocess]]\noutput = %q\nkind = \"topk\"\nk = 1\n", onnxmodel.OutputName)
 	}
 	if c.Way == wayBatched {

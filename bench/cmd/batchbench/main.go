@@ -27,7 +27,8 @@ type options struct {
 	wait               time.Duration
 	threads, hidden    int
 	frames, rounds     int
-	perf               string
+	perf, device       string
+	nvidiaSMI          string
 	tm                 timing
 	argv               []string
 }
@@ -51,6 +52,8 @@ func main() {
 	flag.DurationVar(&o.tm.Start, "start-timeout", 60*time.Second, "until every camera has a result")
 	stallAfter := flag.Duration("stall-after", 0, "how long the stalled camera plays before it stops (default: warm-up + a quarter of the window + 1 s of start)")
 	flag.StringVar(&o.perf, "perf", "perf", "perf, to profile the free-running runs at the largest -n (a CPU profile by shared object and symbol in the report); \"\" or not found: none")
+	flag.StringVar(&o.device, "device", "", "[pipeline.preprocess] device of every pipeline (auto, gpu, cpu); default: not written (auto: the GPU where CUDA is)")
+	flag.StringVar(&o.nvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi, to read the daemon's GPU memory in the window (a GPU machine); \"\" or not found: none")
 	replot := flag.String("replot", "", "only rewrite report.md and batch.png of this report folder from its results.json")
 	flag.Parse()
 	if *replot != "" {
@@ -68,6 +71,9 @@ func main() {
 			fmt.Fprintf(os.Stderr, "batchbench: no profile: %v\n", err)
 			o.perf = ""
 		}
+	}
+	if o.nvidiaSMI != "" {
+		o.nvidiaSMI, _ = exec.LookPath(o.nvidiaSMI) // none: no GPU memory column
 	}
 	var err error
 	if o.counts, err = parseCounts(*ns); err != nil {
@@ -154,7 +160,7 @@ func run(ctx context.Context, o *options, stallAfter time.Duration) (int, error)
 		}
 		for _, n := range counts {
 			for _, w := range rep.Ways {
-				cases = append(cases, caseSpec{Way: w, N: n, Phase: ph, FPS: o.fps, Wait: o.wait, Threads: o.threads})
+				cases = append(cases, caseSpec{Way: w, N: n, Phase: ph, FPS: o.fps, Wait: o.wait, Threads: o.threads, Device: o.device})
 			}
 		}
 	}
@@ -170,7 +176,7 @@ func run(ctx context.Context, o *options, stallAfter time.Duration) (int, error)
 			if c.Phase == phaseSaturation && c.N == o.counts[len(o.counts)-1] && round == 1 {
 				perf = o.perf
 			}
-			r, err := measure(ctx, o.edged, cfg, sock, filepath.Join(o.out, "logs", base+".log"), c, o.tm, perf)
+			r, err := measure(ctx, o.edged, cfg, sock, filepath.Join(o.out, "logs", base+".log"), c, o.tm, perf, o.nvidiaSMI)
 			if err != nil {
 				return 0, err
 			}
@@ -202,7 +208,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // accepted says why edged does not take the way's configuration ("" when
 // it does): `edged check` of its paced case at N = 2.
 func accepted(o *options, in inputs, way string) string {
-	c := caseSpec{Way: way, N: 2, Phase: phasePaced, FPS: o.fps, Wait: o.wait, Threads: o.threads}
+	c := caseSpec{Way: way, N: 2, Phase: phasePaced, FPS: o.fps, Wait: o.wait, Threads: o.threads, Device: o.device}
 	cfg := filepath.Join(o.out, "configs", "check-"+way+".toml")
 	if err := os.WriteFile(cfg, []byte(configText(c, in, filepath.Join(os.TempDir(), "batchbench-check.sock"), o.ortLib)), 0o644); err != nil {
 		return err.Error()

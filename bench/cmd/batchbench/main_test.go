@@ -210,3 +210,16 @@ func TestBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestParseComputeApps(t *testing.T) {
+	csv := "4242, 512\n77, 100\n4242, 10\n"
+	if n, err := parseComputeApps(csv, 4242); err != nil || n != 522<<20 {
+		t.Errorf("%d, %v", n, err)
+	}
+	if n, err := parseComputeApps("", 4242); err != nil || n != 0 {
+		t.Errorf("no apps: %d, %v", n, err)
+	}
+	if _, err := parseComputeApps("4242, [N/A]\n", 4242); err == nil {
+		t.Error("[N/A] accepted")
+	}
+}

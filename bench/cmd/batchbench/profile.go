@@ -59,3 +59,33 @@ func (p *profiler) stop() string {
 	}
 	return b.String()
 }
+
+// gpuMemory is the GPU memory process pid holds, as nvidia-smi reports
+// it (used_memory of its compute context, MiB); 0 when it holds none.
+func gpuMemory(nvidiaSMI string, pid int) (int64, error) {
+	out, err := exec.Command(nvidiaSMI, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits").Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", nvidiaSMI, err)
+	}
+	return parseComputeApps(string(out), pid)
+}
+
+// parseComputeApps sums the MiB of pid's lines of nvidia-smi's
+// "pid, used_memory" CSV.
+func parseComputeApps(csv string, pid int) (int64, error) {
+	var total int64
+	for _, l := range strings.Split(strings.TrimSpace(csv), "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		var p int
+		var mib int64
+		if _, err := fmt.Sscanf(l, "%d, %d", &p, &mib); err != nil {
+			return 0, fmt.Errorf("nvidia-smi line %q: %w", l, err)
+		}
+		if p == pid {
+			total += mib << 20
+		}
+	}
+	return total, nil
+}

@@ -40,7 +40,7 @@ type fig struct {
 	ok                   bool
 	resultsPS, cpuMs     float64
 	p50, p99             float64 // µs, every camera
-	rss, hwm             float64 // bytes
+	rss, hwm, gpu        float64 // bytes
 	batch, replacedPS    float64
 	othersP99, stalledAt float64 // stalled: the cameras but the last; when the last one's last result came
 }
@@ -60,7 +60,7 @@ func median(v []float64) float64 {
 // figure is the case's figures over its rounds.
 func (rep *report) figure(way string, n int, phase string) fig {
 	var f fig
-	var cols [10][]float64
+	var cols [11][]float64
 	for _, r := range rep.Runs {
 		c := r.Case
 		if c.Way != way || c.N != n || c.Phase != phase {
@@ -70,7 +70,7 @@ func (rep *report) figure(way string, n int, phase string) fig {
 		last := cameraName(n - 1)
 		others := func(cam string) bool { return cam != last }
 		for i, v := range []float64{r.ResultsPS, r.CPUms, r.pooled(50, all), r.pooled(99, all), float64(r.RSS), float64(r.HWM),
-			r.MeanBatch, float64(r.Replaced) / r.WindowS, r.pooled(99, others), r.Cameras[last].LastS} {
+			r.MeanBatch, float64(r.Replaced) / r.WindowS, r.pooled(99, others), r.Cameras[last].LastS, float64(r.GPU)} {
 			cols[i] = append(cols[i], v)
 		}
 	}
@@ -78,7 +78,7 @@ func (rep *report) figure(way string, n int, phase string) fig {
 	for i := range cols {
 		m[i] = median(cols[i])
 	}
-	f.resultsPS, f.cpuMs, f.p50, f.p99, f.rss, f.hwm, f.batch, f.replacedPS, f.othersP99, f.stalledAt = m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9]
+	f.resultsPS, f.cpuMs, f.p50, f.p99, f.rss, f.hwm, f.batch, f.replacedPS, f.othersP99, f.stalledAt, f.gpu = m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10]
 	return f
 }
 
@@ -201,6 +201,13 @@ func (rep *report) markdown(b *strings.Builder) int {
 		head("RSS MiB")
 		for _, n := range rep.Counts {
 			row(n, phasePaced, func(f fig) []string { return []string{fmt.Sprintf("%.1f", f.rss/(1<<20))} }, func(f fig) float64 { return f.rss })
+		}
+		if slices.ContainsFunc(rep.Runs, func(r *runResult) bool { return r.GPU > 0 }) {
+			p("\nGPU memory (nvidia-smi's used_memory of the daemon, half way through the window; MiB); ratios.\n\n")
+			head("GPU MiB")
+			for _, n := range rep.Counts {
+				row(n, phasePaced, func(f fig) []string { return []string{fmt.Sprintf("%.0f", f.gpu/(1<<20))} }, func(f fig) float64 { return f.gpu })
+			}
 		}
 		lo, hi := rep.Counts[0], rep.Counts[len(rep.Counts)-1]
 		if hi > lo {

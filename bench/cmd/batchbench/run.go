@@ -57,6 +57,7 @@ type runResult struct {
 	CPUms      float64            `json:"cpu_ms_per_result"`
 	RSS        int64              `json:"rss_bytes"` // median VmRSS over the window
 	HWM        int64              `json:"hwm_bytes"`
+	GPU        int64              `json:"gpu_bytes,omitempty"` // nvidia-smi's used_memory of the daemon half way through the window
 	Round      int                `json:"round"`
 	Cameras    map[string]camStat `json:"cameras"`
 	MeanBatch  float64            `json:"mean_batch,omitempty"` // engine.batch over the window's results
@@ -78,7 +79,8 @@ type camStat struct {
 // camera, discards warmup, measures, stops it.
 // perf, when not "", profiles the window with perf record into
 // logPath's .perf.data.
-func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSpec, tm timing, perf string) (*runResult, error) {
+// nvidiaSMI, when not "", reads the daemon's GPU memory half way through.
+func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSpec, tm timing, perf, nvidiaSMI string) (*runResult, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -201,7 +203,15 @@ func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSp
 	}
 	t0 := time.Now()
 	var rss []int64
+	var gpu int64
+	gpuAt := t0.Add(tm.Measure / 2)
 	for end := t0.Add(tm.Measure); time.Now().Before(end); {
+		if nvidiaSMI != "" && !gpuAt.IsZero() && time.Now().After(gpuAt) {
+			gpuAt = time.Time{}
+			if gpu, err = gpuMemory(nvidiaSMI, pid); err != nil {
+				fmt.Fprintf(os.Stderr, "batchbench: %s: %v\n", c.name(), err)
+			}
+		}
 		m, err := procfs.ReadMem(pid)
 		if err != nil {
 			return fail("%v", err)
@@ -229,7 +239,7 @@ func measure(ctx context.Context, edged, cfgPath, sock, logPath string, c caseSp
 		fmt.Fprintf(os.Stderr, "batchbench: %s: %d unreadable lines\n", c.name(), bad)
 	}
 	slices.Sort(rss)
-	r := &runResult{Case: c, Config: cfgPath, Log: logPath, WindowS: t1.Sub(t0).Seconds(), RSS: rss[len(rss)/2], HWM: int64(m.HWM) << 10, Profile: profile}
+	r := &runResult{Case: c, Config: cfgPath, Log: logPath, WindowS: t1.Sub(t0).Seconds(), RSS: rss[len(rss)/2], HWM: int64(m.HWM) << 10, Profile: profile, GPU: gpu}
 	r.summarise(all, t0, t1)
 	if r.Results == 0 {
 		return nil, fmt.Errorf("%s: no results in the measurement window (see %s)", c.name(), logPath)
