@@ -9,7 +9,8 @@
 // It is the bottom of the house: it imports nothing of edged, and umem
 // (buffers, streams, kernels), sensors/jpeg (nvJPEG, which takes the
 // driver's entry points for its C decode loop from [Driver.Proc]) and
-// sensors/nvdec (NVDEC's context, stream and 2D copies) use it, so the
+// sensors/nvdec and sensors/v4l2dec (a decoder's stream on the primary
+// context and its 2D copies: [Stream]) use it, so the
 // driver is loaded once per process. Errors carry no sentinel
 // of their own: each caller wraps them in its own (umem.ErrNoCUDA,
 // jpeg.ErrNoNVJPEG). Tests of callers fake the driver at their own

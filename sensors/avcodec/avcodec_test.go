@@ -5,11 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/h26x"
+	"github.com/edged-dev/edged/sensors/h26x/h26xtest"
 )
 
 // need loads libavcodec or skips; EDGED_REQUIRE_LIBAVCODEC=1 (CI) makes
@@ -27,71 +27,14 @@ func need(t testing.TB) {
 // accessUnits reads a sample stream of sensors/h26x as the depacketizer
 // would deliver it: Annex-B access units.
 func accessUnits(t testing.TB, file string, c h26x.Codec) [][]byte {
-	t.Helper()
-	if !filepath.IsAbs(file) {
-		file = filepath.Join("..", "h26x", "testdata", file)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var aus [][]byte
-	var cur []byte
-	sawVCL := false
-	h := 1
-	if c == h26x.H265 {
-		h = 2
-	}
-	h26x.SplitAnnexB(b, func(nal []byte) bool {
-		typ := c.NALType(nal)
-		vcl := (c == h26x.H264 && typ >= 1 && typ <= 5) || (c == h26x.H265 && typ < 32)
-		first := vcl && len(nal) > h && nal[h]&0x80 != 0
-		if sawVCL && (first || !vcl) {
-			aus = append(aus, cur)
-			cur, sawVCL = nil, false
-		}
-		cur = append(append(cur, 0, 0, 0, 1), nal...)
-		sawVCL = sawVCL || vcl
-		return true
-	})
-	return append(aus, cur)
+	return h26xtest.AccessUnits(t, file, c)
 }
 
 // decodeAll sends every access unit, drains, and returns the NV12 bytes of
 // every picture in order with their formats.
 func decodeAll(t testing.TB, d *Decoder, aus [][]byte) ([]byte, []sensors.Format, []uint64) {
 	t.Helper()
-	var out []byte
-	var formats []sensors.Format
-	var ids []uint64
-	take := func() {
-		for {
-			id, f, ok, err := d.Receive()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				return
-			}
-			buf := make([]byte, f.FrameSize())
-			corrupt, err := d.Write(buf)
-			if err != nil || corrupt {
-				t.Fatalf("Write: corrupt %v, %v", corrupt, err)
-			}
-			out, formats, ids = append(out, buf...), append(formats, f), append(ids, id)
-		}
-	}
-	for i, au := range aus {
-		if err := d.Send(au, uint64(100+i)); err != nil {
-			t.Fatalf("access unit %d: %v", i, err)
-		}
-		take()
-	}
-	if err := d.Drain(); err != nil {
-		t.Fatal(err)
-	}
-	take()
-	return out, formats, ids
+	return h26xtest.DecodeAll(t, d, aus, nil)
 }
 
 var want = map[string]string{

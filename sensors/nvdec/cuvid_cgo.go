@@ -255,76 +255,34 @@ func (cuvid) unmapFrame(dec, dptr uintptr) cuda.Result {
 	return cuda.Result(C.edged_nv_unmap(C.uintptr_t(dec), C.uint64_t(dptr)))
 }
 
-// device is a Decoder's GPU: the device's primary context (the one umem's
-// frame memory lives in) and a CUDA stream of its own.
-type device struct {
-	drv      *cuda.Driver
-	ordinal  int
-	dev      int
-	ctx, str uintptr
-	name     string
-}
+// device is a Decoder's GPU: a CUDA stream of its own on the device's
+// primary context (the one umem's frame memory lives in; internal/cuda).
+type device struct{ *cuda.Stream }
 
 // openDevice retains the device's primary context and makes a stream.
 func openDevice(ordinal int) (*device, error) {
-	drv, err := cuda.Load()
+	s, err := cuda.OpenStream(ordinal)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoNVDEC, err)
 	}
-	if r := drv.Init(); r != cuda.Success {
-		return nil, fmt.Errorf("%w: cuInit: %w", ErrNoNVDEC, r)
-	}
-	n, r := drv.DeviceCount()
-	if r != cuda.Success || ordinal < 0 || ordinal >= n {
-		return nil, fmt.Errorf("%w: CUDA device %d: the driver sees %d (%v)", ErrNoNVDEC, ordinal, n, r)
-	}
-	dev, r := drv.DeviceGet(ordinal)
-	if r != cuda.Success {
-		return nil, fmt.Errorf("%w: cuDeviceGet(%d): %w", ErrNoNVDEC, ordinal, r)
-	}
-	name, _ := drv.DeviceName(dev)
-	ctx, r := drv.PrimaryCtxRetain(dev)
-	if r != cuda.Success {
-		return nil, fmt.Errorf("%w: cuDevicePrimaryCtxRetain(%d): %w", ErrNoNVDEC, ordinal, r)
-	}
-	str, r := drv.StreamCreate(ctx, 1) // CU_STREAM_NON_BLOCKING
-	if r != cuda.Success {
-		drv.PrimaryCtxRelease(dev)
-		return nil, fmt.Errorf("%w: cuStreamCreate: %w", ErrNoNVDEC, r)
-	}
-	return &device{drv: drv, ordinal: ordinal, dev: dev, ctx: ctx, str: str, name: name}, nil
+	return &device{s}, nil
 }
 
 func (g *device) bind() error {
-	if r := g.drv.CtxSetCurrent(g.ctx); r != cuda.Success {
-		return fmt.Errorf("%w: cuCtxSetCurrent: %w", ErrDecode, r)
+	if err := g.Bind(); err != nil {
+		return fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	return nil
 }
 
-func (g *device) stream() uintptr { return g.str }
+func (g *device) stream() uintptr { return g.Handle() }
 
 func (g *device) copy2D(dst uintptr, host unsafe.Pointer, dpitch int, src uintptr, pitch, width, height int) error {
-	if r := g.drv.Memcpy2D(g.ctx, dst, host, dpitch, src, pitch, width, height, g.str); r != cuda.Success {
-		return fmt.Errorf("cuMemcpy2DAsync: %w", r)
-	}
-	return nil
+	return g.Copy2D(dst, host, dpitch, src, pitch, width, height)
 }
 
-func (g *device) sync() error {
-	if r := g.drv.StreamSynchronize(g.ctx, g.str); r != cuda.Success {
-		return fmt.Errorf("cuStreamSynchronize: %w", r)
-	}
-	return nil
-}
-
-func (g *device) close() {
-	if g.str != 0 {
-		g.drv.StreamDestroy(g.ctx, g.str)
-		g.drv.PrimaryCtxRelease(g.dev)
-		g.str = 0
-	}
-}
+func (g *device) sync() error { return g.Sync() }
+func (g *device) close()      { g.Close() }
 
 // Open makes a decoder for codec c on the device o.Device.
 func Open(c h26x.Codec, o Options) (*Decoder, error) {
@@ -339,7 +297,7 @@ func Open(c h26x.Codec, o Options) (*Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newDecoder(cuvid{}, g, c, o, fmt.Sprintf("NVDEC (%s) on CUDA device %d, %s, %s", file, o.Device, g.name, c))
+	return newDecoder(cuvid{}, g, c, o, fmt.Sprintf("NVDEC (%s) on CUDA device %d, %s, %s", file, o.Device, g.Name, c))
 }
 
 // Probe loads libnvcuvid and asks device ordinal's NVDEC what it decodes
@@ -369,13 +327,13 @@ func Probe(lib string, ordinal int) (name string, h264, h265 Caps, err error) {
 		return Caps{Supported: c[capSupported] != 0, Engines: int(c[capEngines]), MaxWidth: int(le32(c[:], capMaxW)), MaxHeight: int(le32(c[:], capMaxH))}, nil
 	}
 	if h264, err = ask(codecH264); err != nil {
-		return g.name, h264, h265, err
+		return g.Name, h264, h265, err
 	}
 	if h265, err = ask(codecHEVC); err != nil {
-		return g.name, h264, h265, err
+		return g.Name, h264, h265, err
 	}
 	if !h264.Supported && !h265.Supported {
-		return g.name, h264, h265, fmt.Errorf("%w: %s's NVDEC decodes neither H.264 nor H.265 4:2:0", ErrNoNVDEC, g.name)
+		return g.Name, h264, h265, fmt.Errorf("%w: %s's NVDEC decodes neither H.264 nor H.265 4:2:0", ErrNoNVDEC, g.Name)
 	}
-	return g.name, h264, h265, nil
+	return g.Name, h264, h265, nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/avcodec"
 	"github.com/edged-dev/edged/sensors/h26x"
-	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
+	"github.com/edged-dev/edged/sensors/h26x/h26xtest"
 )
 
 // A reference is what libavcodec decodes of a stream, small enough to carry
@@ -213,7 +213,7 @@ func readAUs(t testing.TB, path string, c h26x.Codec) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rtsptest.SplitAccessUnits(b, c)
+	return h26xtest.SplitAccessUnits(b, c)
 }
 
 // TestReferencesAreLibavcodecs: the references in testdata/ are what

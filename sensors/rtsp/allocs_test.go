@@ -8,6 +8,7 @@ import (
 	"github.com/pion/rtp"
 
 	"github.com/edged-dev/edged/sensors/h26x"
+	"github.com/edged-dev/edged/sensors/h26x/h26xtest"
 	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
@@ -20,7 +21,7 @@ import (
 func TestSteadyStateAllocatesNothing(t *testing.T) {
 	dec := cpuDecoder(t)
 	for _, c := range []h26x.Codec{h26x.H264, h26x.H265} {
-		aus, err := rtsptest.ReadAccessUnits(samples[c], c)
+		aus, err := h26xtest.ReadAccessUnits(samples[c], c)
 		if err != nil {
 			t.Fatal(err)
 		}

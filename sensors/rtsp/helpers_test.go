@@ -12,6 +12,7 @@ import (
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/avcodec"
 	"github.com/edged-dev/edged/sensors/h26x"
+	"github.com/edged-dev/edged/sensors/h26x/h26xtest"
 	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
@@ -41,7 +42,7 @@ var samples = map[h26x.Codec]string{h26x.H264: "../h26x/testdata/h264_170x100.h2
 // access units to (sha256 of the NV12 picture → index).
 func sample(t testing.TB, c h26x.Codec, dec NewDecoder) ([][]byte, map[[32]byte]int) {
 	t.Helper()
-	aus, err := rtsptest.ReadAccessUnits(samples[c], c)
+	aus, err := h26xtest.ReadAccessUnits(samples[c], c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/h26x"
+	"github.com/edged-dev/edged/sensors/h26x/h26xtest"
 	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
 	"github.com/edged-dev/edged/sensors/sensorstest"
 )
@@ -382,7 +383,7 @@ func TestServerGoneAndBack(t *testing.T) {
 func TestGeometryChange(t *testing.T) {
 	dec := cpuDecoder(t)
 	big, _ := sample(t, h26x.H264, dec)
-	small, err := rtsptest.ReadAccessUnits("../h26x/testdata/h264_96x64.h264", h26x.H264)
+	small, err := h26xtest.ReadAccessUnits("../h26x/testdata/h264_96x64.h264", h26x.H264)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestGeometryChange(t *testing.T) {
 // Start, with a reason, and nothing reaches the decoder.
 func TestUnsupportedStreamRefused(t *testing.T) {
 	dec := cpuDecoder(t)
-	aus, err := rtsptest.ReadAccessUnits("../h26x/testdata/h264_444_64x48.h264", h26x.H264)
+	aus, err := h26xtest.ReadAccessUnits("../h26x/testdata/h264_444_64x48.h264", h26x.H264)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -291,77 +291,33 @@ func (n *nvbuf) release(surf uintptr) error {
 	return nil
 }
 
-// cudaDevice is the CUDA side: the primary context of device 0 (the Jetson's
-// one GPU) and a stream.
-type cudaDevice struct {
-	drv      *cuda.Driver
-	dev      int
-	ctx, str uintptr
-}
+// cudaDevice is the CUDA side: a stream of its own on the primary context
+// of device 0 (the Jetson's one GPU; internal/cuda).
+type cudaDevice struct{ *cuda.Stream }
 
 func openDevice() (*cudaDevice, error) {
-	drv, err := cuda.Load()
+	s, err := cuda.OpenStream(0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoDecoder, err)
 	}
-	if r := drv.Init(); r != cuda.Success {
-		return nil, fmt.Errorf("%w: cuInit: %w", ErrNoDecoder, r)
-	}
-	dev, r := drv.DeviceGet(0)
-	if r != cuda.Success {
-		return nil, fmt.Errorf("%w: cuDeviceGet: %w", ErrNoDecoder, r)
-	}
-	ctx, r := drv.PrimaryCtxRetain(dev)
-	if r != cuda.Success {
-		return nil, fmt.Errorf("%w: cuDevicePrimaryCtxRetain: %w", ErrNoDecoder, r)
-	}
-	str, r := drv.StreamCreate(ctx, 1)
-	if r != cuda.Success {
-		drv.PrimaryCtxRelease(dev)
-		return nil, fmt.Errorf("%w: cuStreamCreate: %w", ErrNoDecoder, r)
-	}
-	return &cudaDevice{drv: drv, dev: dev, ctx: ctx, str: str}, nil
+	return &cudaDevice{s}, nil
 }
 
 func (g *cudaDevice) bind() error {
-	if r := g.drv.CtxSetCurrent(g.ctx); r != cuda.Success {
-		return fmt.Errorf("%w: cuCtxSetCurrent: %w", ErrDecode, r)
+	if err := g.Bind(); err != nil {
+		return fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	return nil
 }
 
-func (g *cudaDevice) attach(p uintptr, host bool) error {
-	flags := uint32(4) // CU_MEM_ATTACH_SINGLE
-	if host {
-		flags = 2 // CU_MEM_ATTACH_HOST
-	}
-	if r := g.drv.StreamAttachMem(g.ctx, g.str, p, flags); r != cuda.Success {
-		return fmt.Errorf("cuStreamAttachMemAsync: %w", r)
-	}
-	return nil
-}
+func (g *cudaDevice) attach(p uintptr, host bool) error { return g.AttachMem(p, host) }
 
 func (g *cudaDevice) copy2D(dst uintptr, host unsafe.Pointer, dpitch int, src uintptr, pitch, width, height int) error {
-	if r := g.drv.Memcpy2D(g.ctx, dst, host, dpitch, src, pitch, width, height, g.str); r != cuda.Success {
-		return fmt.Errorf("cuMemcpy2DAsync: %w", r)
-	}
-	return nil
+	return g.Copy2D(dst, host, dpitch, src, pitch, width, height)
 }
 
-func (g *cudaDevice) sync() error {
-	if r := g.drv.StreamSynchronize(g.ctx, g.str); r != cuda.Success {
-		return fmt.Errorf("cuStreamSynchronize: %w", r)
-	}
-	return nil
-}
-
-func (g *cudaDevice) close() {
-	if g.str != 0 {
-		g.drv.StreamDestroy(g.ctx, g.str)
-		g.drv.PrimaryCtxRelease(g.dev)
-		g.str = 0
-	}
-}
+func (g *cudaDevice) sync() error { return g.Sync() }
+func (g *cudaDevice) close()      { g.Close() }
 
 // Open makes a decoder for codec c on the Jetson's decoder engine.
 func Open(c h26x.Codec, o Options) (*Decoder, error) {

@@ -2,77 +2,32 @@ package v4l2dec
 
 import (
 	"errors"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/h26x"
-	"github.com/edged-dev/edged/sensors/rtsp/rtsptest"
+	"github.com/edged-dev/edged/sensors/h26x/h26xtest"
 )
 
 func testAUs(t testing.TB, file string, c h26x.Codec) [][]byte {
-	t.Helper()
-	aus, err := rtsptest.ReadAccessUnits(filepath.Join("..", "h26x", "testdata", file), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aus
+	return h26xtest.AccessUnits(t, file, c)
 }
 
-func checkPicture(t *testing.T, b []byte, f sensors.Format, ts uint64) {
-	t.Helper()
-	line := f.LineBytes()
-	for y := range f.Height {
-		for x := range f.Width {
-			if got, want := b[y*line+x], pattern(ts, 0, x, y); got != want {
-				t.Fatalf("picture %d luma (%d,%d) = %#x, want %#x", ts, x, y, got, want)
-			}
-		}
-	}
-	c := b[line*f.Height:]
-	for y := range (f.Height + 1) / 2 {
-		for x := range 2 * ((f.Width + 1) / 2) {
-			if got, want := c[y*line+x], pattern(ts, 1, x, y); got != want {
-				t.Fatalf("picture %d chroma (%d,%d) = %#x, want %#x", ts, x, y, got, want)
-			}
-		}
-	}
-}
-
+// decodeAll sends every access unit with ids from 100, writes every
+// picture to host memory and compares it with the fake's pattern for its
+// id.
 func decodeAll(t *testing.T, d *Decoder, aus [][]byte) ([]sensors.Format, []uint64) {
 	t.Helper()
-	var formats []sensors.Format
-	var ids []uint64
-	take := func() {
-		for {
-			id, f, ok, err := d.Receive()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				return
-			}
-			buf := make([]byte, f.FrameSize())
-			if corrupt, err := d.Write(buf); err != nil || corrupt {
-				t.Fatalf("Write: corrupt %v, %v", corrupt, err)
-			}
-			checkPicture(t, buf, f, id)
-			formats, ids = append(formats, f), append(ids, id)
-		}
-	}
-	for i, au := range aus {
-		if err := d.Send(au, uint64(100+i)); err != nil {
-			t.Fatalf("access unit %d: %v", i, err)
-		}
-		take()
-	}
-	if err := d.Drain(); err != nil {
-		t.Fatal(err)
-	}
-	take()
+	_, formats, ids := h26xtest.DecodeAll(t, d, aus, func(b []byte, f sensors.Format, id uint64) { checkPicture(t, b, f, id) })
 	return formats, ids
+}
+
+// checkPicture compares an NV12 picture with the fake's pattern for ts.
+func checkPicture(t *testing.T, b []byte, f sensors.Format, ts uint64) {
+	t.Helper()
+	h26xtest.CheckNV12(t, b, f, uint64(ts), func(plane, x, y int) byte { return pattern(ts, plane, x, y) })
 }
 
 // TestDecodesThroughTheM2MSequence: both codecs against the fake engine:

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,12 +19,13 @@ import (
 	"github.com/pion/rtp"
 
 	"github.com/edged-dev/edged/sensors/h26x"
+	"github.com/edged-dev/edged/sensors/h26x/h26xtest"
 )
 
 // FileOptions configure a FileServer.
 type FileOptions struct {
 	Codec h26x.Codec
-	// AUs are the access units it loops (Annex-B, ReadAccessUnits).
+	// AUs are the access units it loops (Annex-B, h26xtest.ReadAccessUnits).
 	AUs [][]byte
 	// FPS paces them (default 30).
 	FPS float64
@@ -65,44 +65,10 @@ type FileServer struct {
 	closed   sync.Once
 }
 
-// ReadAccessUnits reads an Annex-B file and splits it into access units: a
-// new one begins at a parameter set, SEI or AUD after a slice, or at a
-// slice that is the first of its picture (every NAL unit behind a 4-byte
-// start code).
+// ReadAccessUnits is h26xtest.ReadAccessUnits, for the benchmarks that
+// loop a file.
 func ReadAccessUnits(path string, c h26x.Codec) ([][]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return SplitAccessUnits(b, c), nil
-}
-
-// SplitAccessUnits splits an Annex-B stream into access units (see
-// ReadAccessUnits).
-func SplitAccessUnits(b []byte, c h26x.Codec) [][]byte {
-	var aus [][]byte
-	var cur []byte
-	sawVCL := false
-	hdr := 1
-	if c == h26x.H265 {
-		hdr = 2
-	}
-	h26x.SplitAnnexB(b, func(nal []byte) bool {
-		typ := c.NALType(nal)
-		vcl := (c == h26x.H264 && typ >= 1 && typ <= 5) || (c == h26x.H265 && typ >= 0 && typ < 32)
-		first := vcl && len(nal) > hdr && nal[hdr]&0x80 != 0
-		if sawVCL && (first || !vcl) {
-			aus = append(aus, cur)
-			cur, sawVCL = nil, false
-		}
-		cur = append(append(cur, 0, 0, 0, 1), nal...)
-		sawVCL = sawVCL || vcl
-		return true
-	})
-	if len(cur) > 0 {
-		aus = append(aus, cur)
-	}
-	return aus
+	return h26xtest.ReadAccessUnits(path, c)
 }
 
 // Packetize makes the RTP packets of one access unit as gortsplib's
