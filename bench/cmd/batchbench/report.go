@@ -138,119 +138,143 @@ func rewrite(dir string) error {
 	return err
 }
 
+// md writes the report's markdown.
+type md struct {
+	rep *report
+	b   *strings.Builder
+}
+
+func (m md) p(format string, a ...any) { fmt.Fprintf(m.b, format, a...) }
+
+// head writes a table head: N, then each way's columns, then each way's
+// ratio to the first way.
+func (m md) head(cols ...string) {
+	m.p("| N |")
+	for _, w := range m.rep.Ways {
+		for _, c := range cols {
+			m.p(" %s: %s |", w, c)
+		}
+	}
+	for _, w := range m.rep.Ways[1:] {
+		m.p(" %s / %s |", w, m.rep.Ways[0])
+	}
+	m.p("\n|---|%s\n", strings.Repeat("---|", len(m.rep.Ways)*len(cols)+len(m.rep.Ways)-1))
+}
+
+// rows writes a row per camera count: each way's cells, then the ratios
+// of key to the first way's.
+func (m md) rows(phase string, cells func(f fig) []string, key func(f fig) float64) {
+	for _, n := range m.rep.Counts {
+		m.p("| %d |", n)
+		base := m.rep.figure(m.rep.Ways[0], n, phase)
+		for _, w := range m.rep.Ways {
+			for _, c := range cells(m.rep.figure(w, n, phase)) {
+				m.p(" %s |", c)
+			}
+		}
+		for _, w := range m.rep.Ways[1:] {
+			m.p(" %s |", ratio(key(m.rep.figure(w, n, phase)), key(base)))
+		}
+		m.p("\n")
+	}
+	m.p("\n")
+}
+
+func (rep *report) has(phase string) bool {
+	return slices.ContainsFunc(rep.Runs, func(r *runResult) bool { return r.Case.Phase == phase })
+}
+
+// markdown writes the report; its code is 1 when a bound does not hold.
 func (rep *report) markdown(b *strings.Builder) int {
-	code := 0
-	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
-	p("# batchbench %s\n\n`%s`\n\n%s; %s. Replay cameras of noisy 1920×1080 YUYV (buffers %d: a frame pool of %d slots, %.1f MiB), ONNX Runtime on the CPU (%d intra-op thread(s)), the benchmark classifier with a symbolic batch dimension (hidden layer %d), batch_wait %s; each run: warm-up %s after every camera's first result, window %s; %d round(s), medians.\n\n",
+	m := md{rep, b}
+	m.p("# batchbench %s\n\n`%s`\n\n%s; %s. Replay cameras of noisy 1920×1080 YUYV (buffers %d: a frame pool of %d slots, %.1f MiB), ONNX Runtime on the CPU (%d intra-op thread(s)), the benchmark classifier with a symbolic batch dimension (hidden layer %d), batch_wait %s; each run: warm-up %s after every camera's first result, window %s; %d round(s), medians.\n\n",
 		rep.Date, strings.Join(rep.Argv, " "), rep.Edged, rep.Machine, buffers, poolSlots, mib(rep.PoolBytes), rep.Threads, rep.Hidden, rep.Wait, rep.Warmup, rep.Measure, rep.Rounds)
 	for _, s := range rep.Skipped {
-		p("Left out: %s\n\n", s)
+		m.p("Left out: %s\n\n", s)
 	}
-	head := func(cols ...string) {
-		p("| N |")
-		for _, w := range rep.Ways {
-			for _, c := range cols {
-				p(" %s: %s |", w, c)
+	if rep.has(phaseSaturation) {
+		m.p("## Throughput: every camera free-running\n\nresults/s in total (CPU ms per result, mean frames per inference); ratios of results/s.\n\n")
+		m.head("results/s")
+		m.rows(phaseSaturation, func(f fig) []string {
+			return []string{fmt.Sprintf("%.1f (%.2f ms, batch %.2f)", f.resultsPS, f.cpuMs, f.batch)}
+		}, func(f fig) float64 { return f.resultsPS })
+	}
+	code := 0
+	if rep.has(phasePaced) {
+		m.p("## Latency and memory: every camera at %g fps\n\n`latency_us.total` over every camera's results, p50 / p99 in ms; ratios of p99.\n\n", rep.FPS)
+		m.head("results/s", "p50 / p99 ms")
+		m.rows(phasePaced, func(f fig) []string {
+			return []string{fmt.Sprintf("%.1f", f.resultsPS), ms(f.p50) + " / " + ms(f.p99)}
+		}, func(f fig) float64 { return f.p99 })
+		code = max(code, m.memory())
+	}
+	rep.stages(m.p)
+	if rep.has(phaseStalled) {
+		code = max(code, m.fairness())
+	}
+	rep.profiles(m.p)
+	return code
+}
+
+// memory writes the paced runs' RSS (and GPU memory) and judges the
+// bound; 1 when a way that shares the model is over it.
+func (m md) memory() int {
+	rep := m.rep
+	m.p("Resident memory (VmRSS, median of the window's readings every 100 ms; MiB); ratios of RSS.\n\n")
+	m.head("RSS MiB")
+	m.rows(phasePaced, func(f fig) []string { return []string{fmt.Sprintf("%.1f", f.rss/(1<<20))} }, func(f fig) float64 { return f.rss })
+	if slices.ContainsFunc(rep.Runs, func(r *runResult) bool { return r.GPU > 0 }) {
+		m.p("GPU memory (nvidia-smi's used_memory of the daemon, half way through the window; MiB); ratios.\n\n")
+		m.head("GPU MiB")
+		m.rows(phasePaced, func(f fig) []string { return []string{fmt.Sprintf("%.0f", f.gpu/(1<<20))} }, func(f fig) float64 { return f.gpu })
+	}
+	lo, hi := rep.Counts[0], rep.Counts[len(rep.Counts)-1]
+	if hi == lo {
+		return 0
+	}
+	code := 0
+	bound := float64(hi-lo) * float64(rep.PoolBytes) * 1.1
+	m.p("RSS(%d) − RSS(%d) against %d × one camera's frame pool (%.1f MiB) + 10 %% = %.1f MiB:\n\n", hi, lo, hi-lo, mib(rep.PoolBytes), bound/(1<<20))
+	for _, w := range rep.Ways {
+		d := rep.figure(w, hi, phasePaced).rss - rep.figure(w, lo, phasePaced).rss
+		verdict := "holds"
+		if math.IsNaN(d) || d > bound {
+			verdict = "does not hold"
+			if w != wayOwn {
+				code = 1
 			}
 		}
-		for _, w := range rep.Ways[1:] {
-			p(" %s / %s |", w, rep.Ways[0])
-		}
-		p("\n|---|%s\n", strings.Repeat("---|", len(rep.Ways)*len(cols)+len(rep.Ways)-1))
+		m.p("- %s: %.1f MiB (%.1f MiB per added camera): %s\n", w, d/(1<<20), d/(1<<20)/float64(hi-lo), verdict)
 	}
-	row := func(n int, phase string, cells func(f fig) []string, key func(f fig) float64) {
-		p("| %d |", n)
-		base := rep.figure(rep.Ways[0], n, phase)
-		for _, w := range rep.Ways {
-			for _, c := range cells(rep.figure(w, n, phase)) {
-				p(" %s |", c)
+	m.p("\n")
+	return code
+}
+
+// fairness writes the stalled runs against the paced ones; 1 when the
+// batched pipeline's bound does not hold (the other ways are references:
+// nothing of theirs waits for a batch).
+func (m md) fairness() int {
+	rep, code := m.rep, 0
+	n := rep.Counts[len(rep.Counts)-1]
+	m.p("## Fairness: %d cameras at %g fps, %s stops delivering after %.1f s (unannounced)\n\n", n, rep.FPS, cameraName(n-1), rep.StallAfterS)
+	m.p("p99 of `total` of the other %d cameras, stalled run against the paced run's same cameras; bound: unstalled p99 + batch_wait (0 for one camera per pipeline).\n\n", n-1)
+	m.p("| way | unstalled p99 ms | stalled p99 ms | bound ms | results/s | last result of %s (s into the window) | |\n|---|---|---|---|---|---|---|\n", cameraName(n-1))
+	for _, w := range rep.Ways {
+		un, st := rep.othersUnstalled(w, n), rep.figure(w, n, phaseStalled)
+		bound := un + rep.waitUs(w)
+		verdict := "holds"
+		if math.IsNaN(st.othersP99) || math.IsNaN(bound) || st.othersP99 > bound {
+			verdict = "does not hold"
+			if w == wayBatched {
+				code = 1
 			}
 		}
-		for _, w := range rep.Ways[1:] {
-			p(" %s |", ratio(key(rep.figure(w, n, phase)), key(base)))
+		if w != wayBatched {
+			verdict += " (reference: nothing waits for a batch)"
 		}
-		p("\n")
+		m.p("| %s | %s | %s | %s | %.1f | %.1f | %s |\n", w, ms(un), ms(st.othersP99), ms(bound), st.resultsPS, st.stalledAt, verdict)
 	}
-	has := func(phase string) bool {
-		for _, r := range rep.Runs {
-			if r.Case.Phase == phase {
-				return true
-			}
-		}
-		return false
-	}
-	if has(phaseSaturation) {
-		p("## Throughput: every camera free-running\n\nresults/s in total (CPU ms per result, mean frames per inference); ratios of results/s.\n\n")
-		head("results/s")
-		for _, n := range rep.Counts {
-			row(n, phaseSaturation, func(f fig) []string {
-				return []string{fmt.Sprintf("%.1f (%.2f ms, batch %.2f)", f.resultsPS, f.cpuMs, f.batch)}
-			}, func(f fig) float64 { return f.resultsPS })
-		}
-		p("\n")
-	}
-	if has(phasePaced) {
-		p("## Latency and memory: every camera at %g fps\n\n`latency_us.total` over every camera's results, p50 / p99 in ms; ratios of p99.\n\n", rep.FPS)
-		head("results/s", "p50 / p99 ms")
-		for _, n := range rep.Counts {
-			row(n, phasePaced, func(f fig) []string {
-				return []string{fmt.Sprintf("%.1f", f.resultsPS), ms(f.p50) + " / " + ms(f.p99)}
-			}, func(f fig) float64 { return f.p99 })
-		}
-		p("\nResident memory (VmRSS, median of the window's readings every 100 ms; MiB); ratios of RSS.\n\n")
-		head("RSS MiB")
-		for _, n := range rep.Counts {
-			row(n, phasePaced, func(f fig) []string { return []string{fmt.Sprintf("%.1f", f.rss/(1<<20))} }, func(f fig) float64 { return f.rss })
-		}
-		if slices.ContainsFunc(rep.Runs, func(r *runResult) bool { return r.GPU > 0 }) {
-			p("\nGPU memory (nvidia-smi's used_memory of the daemon, half way through the window; MiB); ratios.\n\n")
-			head("GPU MiB")
-			for _, n := range rep.Counts {
-				row(n, phasePaced, func(f fig) []string { return []string{fmt.Sprintf("%.0f", f.gpu/(1<<20))} }, func(f fig) float64 { return f.gpu })
-			}
-		}
-		lo, hi := rep.Counts[0], rep.Counts[len(rep.Counts)-1]
-		if hi > lo {
-			bound := float64(hi-lo) * float64(rep.PoolBytes) * 1.1
-			p("\nRSS(%d) − RSS(%d) against %d × one camera's frame pool (%.1f MiB) + 10 %% = %.1f MiB:\n\n", hi, lo, hi-lo, mib(rep.PoolBytes), bound/(1<<20))
-			for _, w := range rep.Ways {
-				d := rep.figure(w, hi, phasePaced).rss - rep.figure(w, lo, phasePaced).rss
-				verdict := "holds"
-				if math.IsNaN(d) || d > bound {
-					verdict = "does not hold"
-					if w != wayOwn {
-						code = 1
-					}
-				}
-				p("- %s: %.1f MiB (%.1f MiB per added camera): %s\n", w, d/(1<<20), d/(1<<20)/float64(hi-lo), verdict)
-			}
-			p("\n")
-		}
-	}
-	rep.stages(p)
-	if has(phaseStalled) {
-		n := rep.Counts[len(rep.Counts)-1]
-		p("## Fairness: %d cameras at %g fps, %s stops delivering after %.1f s (unannounced)\n\n", n, rep.FPS, cameraName(n-1), rep.StallAfterS)
-		p("p99 of `total` of the other %d cameras, stalled run against the paced run's same cameras; bound: unstalled p99 + batch_wait (0 for one camera per pipeline).\n\n", n-1)
-		p("| way | unstalled p99 ms | stalled p99 ms | bound ms | results/s | last result of %s (s into the window) | |\n|---|---|---|---|---|---|---|\n", cameraName(n-1))
-		for _, w := range rep.Ways {
-			un, st := rep.othersUnstalled(w, n), rep.figure(w, n, phaseStalled)
-			bound := un + rep.waitUs(w)
-			verdict := "holds"
-			if math.IsNaN(st.othersP99) || math.IsNaN(bound) || st.othersP99 > bound {
-				verdict = "does not hold"
-				if w == wayBatched {
-					code = 1
-				}
-			}
-			if w != wayBatched {
-				verdict += " (reference: nothing waits for a batch)"
-			}
-			p("| %s | %s | %s | %s | %.1f | %.1f | %s |\n", w, ms(un), ms(st.othersP99), ms(bound), st.resultsPS, st.stalledAt, verdict)
-		}
-		p("\n")
-	}
-	rep.profiles(p)
+	m.p("\n")
 	return code
 }
 
