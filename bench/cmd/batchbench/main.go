@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -152,13 +153,15 @@ func run(ctx context.Context, o *options, stallAfter time.Duration) (int, error)
 	if len(rep.Ways) == 0 {
 		return 0, errors.New("no way to run: " + strings.Join(rep.Skipped, "; "))
 	}
+	// By camera count, each phase's ways one after the other; the stalled
+	// runs right after the paced ones they are compared with, so that the
+	// machine's load changes as little as it can between them.
 	var cases []caseSpec
-	for _, ph := range o.phases {
-		counts := o.counts
-		if ph == phaseStalled {
-			counts = []int{o.counts[len(o.counts)-1]}
-		}
-		for _, n := range counts {
+	for _, n := range o.counts {
+		for _, ph := range []string{phasePaced, phaseStalled, phaseSaturation} {
+			if !slices.Contains(o.phases, ph) || (ph == phaseStalled && n != o.counts[len(o.counts)-1]) {
+				continue
+			}
 			for _, w := range rep.Ways {
 				cases = append(cases, caseSpec{Way: w, N: n, Phase: ph, FPS: o.fps, Wait: o.wait, Threads: o.threads, Device: o.device})
 			}

@@ -38,6 +38,9 @@ func (rep *report) plot(path string) error {
 		}
 	}
 	H := 70 + len(panels)*panelH + 30
+	if rep.has(phaseStalled) {
+		H += panelH
+	}
 	img := plot.New(W, H)
 	img.Text(W/2, 30, "edged batchbench: N replay cameras (1080p YUYV) on one model", plot.Black, 2, 0)
 	img.Text(W/2, 52, fmt.Sprintf("%s | %s | %s", rep.Date, rep.Edged, rep.Machine), plot.Grey, 1, 0)
@@ -84,6 +87,9 @@ func (rep *report) plot(path string) error {
 			}
 		}
 	}
+	if rep.has(phaseStalled) {
+		rep.fairnessPanel(img, 10, 70+len(panels)*panelH, W-10, 70+(len(panels)+1)*panelH)
+	}
 	lx, ly := 20, H-14
 	for _, w := range rep.Ways {
 		img.Rect(lx, ly-10, lx+14, ly+2, wayColour[w])
@@ -93,4 +99,39 @@ func (rep *report) plot(path string) error {
 		lx += 40 + 7*len(label)
 	}
 	return img.SavePNG(path)
+}
+
+// fairnessPanel draws, per way, the p99 of the cameras that keep running
+// without and with the last one stalled, and the bound (a dashed line).
+func (rep *report) fairnessPanel(img plot.Canvas, x0, y0, x1, y1 int) {
+	n := rep.Counts[len(rep.Counts)-1]
+	type bars struct{ un, st, bound float64 }
+	var v []bars
+	vmax := 0.0
+	for _, w := range rep.Ways {
+		b := bars{un: rep.othersUnstalled(w, n) / 1000, st: rep.figure(w, n, phaseStalled).othersP99 / 1000}
+		b.bound = b.un + rep.waitUs(w)/1000
+		v = append(v, b)
+		for _, x := range []float64{b.un, b.st, b.bound} {
+			if !math.IsNaN(x) {
+				vmax = math.Max(vmax, x)
+			}
+		}
+	}
+	top, step := plot.NiceMax(vmax * 1.1)
+	title := fmt.Sprintf("p99 of latency_us.total of %d cameras: unstalled (light) and with %s stalled (dark); dashed: unstalled + batch_wait", n-1, cameraName(n-1))
+	area, ppu := img.Panel(x0, y0, x1, y1, title, "ms", top, step)
+	y := func(v float64) int { return area.Max.Y - int(math.Round(v*ppu)) }
+	slot := area.Dx() / max(len(rep.Ways), 1)
+	for i, w := range rep.Ways {
+		cx := area.Min.X + slot*i + slot/2
+		col := wayColour[w]
+		light := color.RGBA{col.R/2 + 127, col.G/2 + 127, col.B/2 + 127, 255}
+		if b := v[i]; !math.IsNaN(b.un) && !math.IsNaN(b.st) {
+			img.Rect(cx-50, y(b.un), cx-4, area.Max.Y, light)
+			img.Rect(cx+4, y(b.st), cx+50, area.Max.Y, col)
+			img.DashedH(cx-60, cx+60, y(b.bound), plot.Black)
+		}
+		img.Text(cx, area.Max.Y+16, w, plot.Grey, 1, 0)
+	}
 }
