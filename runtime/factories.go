@@ -38,11 +38,19 @@ type Factories struct {
 	// io.Closer is closed after its engines when the configuration is
 	// replaced or the daemon stops.
 	Backend func(name string, m *config.Model, cfg *config.Config) (trt.Backend, error)
-	// GPUPreprocess builds the GPU preprocessing path of a pipeline, or
-	// returns an error wrapping preprocess.ErrNoGPU where there is no
-	// CUDA device (then preprocess.device = "auto" runs on the CPU). nil
-	// means the CPU path always.
-	GPUPreprocess func(o preprocess.Options, cfg *config.Config) (GPUPreprocessor, error)
+	// FrameAllocator returns the allocator of a pipeline's frame pool
+	// where it is not Allocator's, and a sentence saying where its frames
+	// live and why: a source whose decoder writes its pictures on the GPU
+	// (NVDEC) gets device memory. A nil allocator (or a nil
+	// FrameAllocator) means Allocator's; the sentence is logged either way.
+	FrameAllocator func(pc *config.Pipeline, cfg *config.Config) (umem.Allocator, string, error)
+	// GPUPreprocess builds the GPU preprocessing path of a pipeline whose
+	// frames come from allocator frames (Allocator's or FrameAllocator's:
+	// it says how the kernel reads them), or returns an error wrapping
+	// preprocess.ErrNoGPU where there is no CUDA device (then
+	// preprocess.device = "auto" runs on the CPU). nil means the CPU path
+	// always.
+	GPUPreprocess func(o preprocess.Options, frames umem.Allocator, cfg *config.Config) (GPUPreprocessor, error)
 	// Sink builds a sink. inherited is the socket-activated listener for
 	// this sink, or nil.
 	Sink func(s *config.Sink, cfg *config.Config, inherited net.Listener, control ControlFunc) (Sink, error)

@@ -61,7 +61,7 @@ func TestDemoPipelineOnGPU(t *testing.T) {
 				return p.Alloc, p.Reason, nil
 			}
 			var gpuFrames atomic.Int64
-			f.GPUPreprocess = func(o preprocess.Options, _ *config.Config) (GPUPreprocessor, error) {
+			f.GPUPreprocess = func(o preprocess.Options, _ umem.Allocator, _ *config.Config) (GPUPreprocessor, error) {
 				g, err := preprocess.NewGPU(o, preprocess.GPUOptions{Placement: place, CacheDir: t.TempDir(),
 					NVRTC: os.Getenv("EDGED_NVRTC_LIB")})
 				if err != nil {

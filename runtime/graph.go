@@ -177,8 +177,10 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		}
 	}()
 	slots, size := poolSlots(sc, pc), SlotSize(p.src, sc)
-	p.alloc = d.alloc
-	if p.pool, err = umem.NewPool(d.alloc, slots, size); err != nil {
+	if p.alloc, err = d.frameAllocator(p); err != nil {
+		return err
+	}
+	if p.pool, err = umem.NewPool(p.alloc, slots, size); err != nil {
 		return fmt.Errorf("pipeline %q: frame pool of %d × %d bytes: %w", pc.Name, slots, size, err)
 	}
 	if err := p.src.Start(ctx, poolAdapter{p.pool}); err != nil {

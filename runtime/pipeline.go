@@ -61,13 +61,16 @@ type pipeline struct {
 	// poolMu guards pool's replacement (regrow.go), which only the
 	// capture goroutine does: other goroutines read it through framePool.
 	poolMu sync.Mutex
-	alloc  umem.Allocator // what pool came from (startPipeline)
+	alloc  umem.Allocator // what pool came from (startPipeline, frames.go)
+	// readBack holds a copy of a frame in device memory for a CPU
+	// consumer (hostBytes); grown once, never per frame.
+	readBack []byte
 
 	decodeLogged bool // logDecoder said which MJPEG decoder serves; start, then the capture goroutine
 	hot          *trt.Hot
 	// newGPU builds the GPU preprocessing path (Factories.GPUPreprocess);
 	// nil: the CPU path always.
-	newGPU func(preprocess.Options, *config.Config) (GPUPreprocessor, error)
+	newGPU func(preprocess.Options, umem.Allocator, *config.Config) (GPUPreprocessor, error)
 	sinks  []Sink
 	rings  []*sensors.Ring
 	mb     mailbox
@@ -504,19 +507,20 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 // (one atomic load otherwise), reading the slot where the pipeline reads
 // it anyway: on the host, before preprocessing and before the slot is
 // released. A slot the host may not read now (a CUDA stream owns it) is
-// not read: Host checks umem's ownership rules.
+// not read: Host checks umem's ownership rules. A slot in device memory
+// (NVDEC's pictures) is copied out (hostBytes), at the preview's rate.
 func (p *pipeline) tapFrame(now int64, f *sensors.Frame) bool {
 	if !p.tap.Due(now) {
 		return false
 	}
 	var data []byte
 	if s, ok := f.Slot.(frameSlot); ok {
-		h, err := s.Buffer().Host()
+		h, err := p.hostBytes(s.Buffer(), f.BytesUsed)
 		if err != nil {
 			p.tap.Skip(fmt.Errorf("frame memory not readable on the host: %w", err))
 			return false
 		}
-		data = h[:min(f.BytesUsed, len(h))]
+		data = h
 	} else {
 		data = f.Data()
 	}

@@ -81,7 +81,7 @@ func (p *pipeline) newPreprocessors(o preprocess.Options) error {
 		}
 		return nil
 	}
-	g, err := mk(o, p.conf)
+	g, err := mk(o, p.alloc, p.conf)
 	if err != nil {
 		if pp.Device == "gpu" {
 			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", config.ErrInvalid, p.cfg.Name, err)
@@ -117,26 +117,40 @@ func (p *pipeline) preprocess(f sensors.Frame, in *trt.Tensor) (preprocess.Trans
 		slot.SetState(umem.SlotGPU)
 		return p.gpre.Run(slot.Buffer(), f.BytesUsed, f.Format, in.Buf)
 	}
+	data := f.Data()
 	if slot != nil {
 		slot.SetState(umem.SlotCPU)
+		if data == nil { // device memory: the GPU path is off (it failed, or device = "cpu")
+			var err error
+			if data, err = p.hostBytes(slot.Buffer(), f.BytesUsed); err != nil {
+				return preprocess.Transform{}, fmt.Errorf("frame memory: %w", err)
+			}
+		}
 	}
 	dst, err := in.Buf.Host()
 	if err != nil {
 		return preprocess.Transform{}, fmt.Errorf("engine input %q: %w", in.Name, err)
 	}
-	return p.pre.Run(f.Data(), f.Format, dst)
+	return p.pre.Run(data, f.Format, dst)
 }
 
 // choose picks the path for a new frame format: device = "gpu" takes the
 // GPU; "auto" runs both on this frame (one warm-up and three timed runs
 // each, fastest run) and takes the faster, and logs the choice with the
-// times.
+// times, except for a frame in device memory, which stays on the GPU.
 func (p *pipeline) choose(f sensors.Frame, slot frameSlot, in *trt.Tensor) {
 	p.preKey = f.Format
 	p.useGPU = true
 	if p.cfg.Preprocess.Device == "gpu" {
 		p.log.Info("preprocessing on the GPU", "format", f.Format.String(),
 			"frames", p.gpre.Read(), "why", "preprocess.device = \"gpu\"")
+		return
+	}
+	if f.Slot.Bytes() == nil {
+		// The picture is in device memory (NVDEC's): the CPU path would
+		// first copy it to the host, so the GPU is not raced against it.
+		p.log.Info("preprocessing on the GPU", "format", f.Format.String(),
+			"frames", p.gpre.Read(), "why", "the frames are in device memory, where the decoder wrote them")
 		return
 	}
 	gpu, gerr := timePath(func() error {

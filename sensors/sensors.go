@@ -133,8 +133,15 @@ type Frame struct {
 	Clock CaptureClock
 }
 
-// Data is the frame's valid bytes.
-func (f *Frame) Data() []byte { return f.Slot.Bytes()[:f.BytesUsed] }
+// Data is the frame's valid bytes; nil when the slot's memory is not the
+// host's (device memory a GPU decoder wrote: a CPU consumer copies it out).
+func (f *Frame) Data() []byte {
+	b := f.Slot.Bytes()
+	if b == nil {
+		return nil
+	}
+	return b[:f.BytesUsed]
+}
 
 // Format describes frames.
 type Format struct {

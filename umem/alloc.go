@@ -16,6 +16,9 @@ func (d *Device) NewAllocator(st Strategy, o MemOptions) *CUDAAllocator {
 // Strategy implements Allocator.
 func (a *CUDAAllocator) Strategy() Strategy { return a.strategy }
 
+// Kind is the kind of memory of the buffers it allocates.
+func (a *CUDAAllocator) Kind() Kind { return a.o.Kind }
+
 // Options are the buffer options of this allocator.
 func (a *CUDAAllocator) Options() MemOptions { return a.o }
 

@@ -281,6 +281,9 @@ func (f *fakeDriver) streamSynchronize(ctx, s uintptr) error {
 	if err := f.failing("cuStreamSynchronize"); err != nil {
 		return err
 	}
+	if s == 0 { // the context's default stream: waits for its copies
+		return nil
+	}
 	st, ok := f.streams[s]
 	if !ok {
 		return call("cuStreamSynchronize", 400)

@@ -17,6 +17,9 @@ func NewHost() *HostAllocator { return &HostAllocator{} }
 // Strategy implements Allocator.
 func (*HostAllocator) Strategy() Strategy { return StrategyHost }
 
+// Kind is the kind of memory of the buffers it allocates: host.
+func (*HostAllocator) Kind() Kind { return KindHost }
+
 // Alloc implements Allocator.
 func (*HostAllocator) Alloc(n int) (Buffer, error) {
 	if n <= 0 {

@@ -343,3 +343,29 @@ func (m *Mem) Release() error {
 
 // hostPtr is the host address for copies, without ownership checks.
 func (m *Mem) hostPtr() unsafe.Pointer { return m.host }
+
+// ReadBack copies the buffer's first len(dst) bytes into host memory dst
+// and waits for the copy (on the context's default stream): how a CPU
+// consumer off the hot path (the preview tap, CPU preprocessing after the
+// GPU path failed) reads a frame in device memory, which Host refuses. The
+// caller makes sure no stream is writing the buffer.
+func (m *Mem) ReadBack(dst []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.released {
+		return ErrReleased
+	}
+	if len(dst) > m.n {
+		return fmt.Errorf("umem: read back of %d bytes from a %d-byte buffer", len(dst), m.n)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := m.d.drv.memcpyDtoH(m.d.ctx, unsafe.Pointer(unsafe.SliceData(dst)), m.dptr, len(dst), 0); err != nil {
+		return fmt.Errorf("umem: read back %s buffer: %w", m.kind, err)
+	}
+	if err := m.d.drv.streamSynchronize(m.d.ctx, 0); err != nil {
+		return fmt.Errorf("umem: read back %s buffer: %w", m.kind, err)
+	}
+	return nil
+}

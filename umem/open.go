@@ -35,10 +35,16 @@ type Placement struct {
 	Probe Probe
 	// Device is the opened device; nil for the host strategy.
 	Device *Device
-	// Alloc allocates frame slots (host-writable memory).
+	// Alloc allocates frame slots (host-writable memory, except in a
+	// placement from DeviceFrames).
 	Alloc Allocator
+	// Frames is the kind of memory Alloc's slots are: what a kernel reads
+	// in place (managed, mapped, device) or has copied to the device
+	// first (host, pinned).
+	Frames Kind
 
 	upload uploadMode
+	shared bool // DeviceFrames: the device is another placement's
 }
 
 type uploadMode int
@@ -67,6 +73,7 @@ func Open(o Options) (*Placement, error) {
 			Reason:   "memory = \"host\": page-aligned host memory (mmap); CUDA is not used",
 			Probe:    Probe{NoCUDA: "not probed (memory = \"host\")", Ordinal: o.Device},
 			Alloc:    NewHost(),
+			Frames:   KindHost,
 		}, nil
 	}
 	drv, err := loadDriver()
@@ -83,6 +90,7 @@ func openFallback(st Strategy, o Options, err error) (*Placement, error) {
 			Reason:   "no usable CUDA (" + err.Error() + "): page-aligned host memory (mmap); CPU backends read frames in place",
 			Probe:    Probe{NoCUDA: err.Error(), Ordinal: o.Device},
 			Alloc:    NewHost(),
+			Frames:   KindHost,
 		}, nil
 	}
 	return nil, fmt.Errorf("umem: memory = %q needs CUDA on device %d: %w; set [gpu] memory = \"auto\" or \"host\" on machines without an NVIDIA GPU", st, o.Device, err)
@@ -114,6 +122,7 @@ func place(d *Device, st Strategy, o Options) (*Placement, error) {
 	managed := func(reason string) {
 		p.Strategy = StrategyManaged
 		p.Alloc = d.NewAllocator(StrategyManaged, MemOptions{Kind: KindManaged, Prefetch: prefetch})
+		p.Frames = KindManaged
 		p.upload = uploadInPlace
 		p.Reason = reason
 	}
@@ -132,6 +141,7 @@ func place(d *Device, st Strategy, o Options) (*Placement, error) {
 		default:
 			p.Strategy = StrategyPinned
 			p.Alloc = d.NewAllocator(StrategyPinned, MemOptions{Kind: KindPinned})
+			p.Frames = KindPinned
 			p.upload = uploadCopy
 			p.Reason = dev + ": pinned host slots, copied asynchronously into a device staging buffer " +
 				"(fastest measured on a discrete GPU; managed memory migrates twice per frame)" + strict
@@ -152,6 +162,7 @@ func place(d *Device, st Strategy, o Options) (*Placement, error) {
 	case StrategyPinned:
 		p.Strategy = StrategyPinned
 		p.Alloc = d.NewAllocator(StrategyPinned, MemOptions{Kind: KindPinned})
+		p.Frames = KindPinned
 		p.upload = uploadCopy
 		p.Reason = "memory = \"pinned\" on " + dev + ": pinned host slots, copied asynchronously into a device staging buffer" + strict
 	case StrategyMapped:
@@ -160,11 +171,13 @@ func place(d *Device, st Strategy, o Options) (*Placement, error) {
 		}
 		p.Strategy = StrategyMapped
 		p.Alloc = d.NewAllocator(StrategyMapped, MemOptions{Kind: KindMapped})
+		p.Frames = KindMapped
 		p.upload = uploadInPlace
 		p.Reason = "memory = \"mapped\" on " + dev + ": pinned host slots that kernels read in place over the bus (zero-copy)" + strict
 	case StrategyDevice:
 		p.Strategy = StrategyDevice
 		p.Alloc = relabeled{NewHost(), StrategyDevice}
+		p.Frames = KindHost
 		p.upload = uploadCopy
 		p.Reason = "memory = \"device\" on " + dev + ": pageable host slots (mmap), copied into device memory for GPU work" + strict
 	default:
@@ -173,10 +186,27 @@ func place(d *Device, st Strategy, o Options) (*Placement, error) {
 	return p, nil
 }
 
-// Close closes the device, if any. Buffers from Alloc must be released
-// first. It is idempotent.
-func (p *Placement) Close() error {
+// DeviceFrames is a placement for the frames of a decoder that writes its
+// pictures on the GPU (NVDEC): slots of device memory on p's device
+// (cuMemAlloc), which the decoder fills device to device and kernels read
+// in place, so a picture never crosses the host. The host cannot map
+// them: a CPU consumer copies one out (Mem.ReadBack). reason says why, for
+// the log and edged check. It shares p's device: close p, not it (its
+// Close does nothing); its Strategy is p's.
+func (p *Placement) DeviceFrames(reason string) (*Placement, error) {
 	if p.Device == nil {
+		return nil, fmt.Errorf("%w: memory = %q: frames in device memory need a CUDA device", ErrNoCUDA, p.Strategy)
+	}
+	return &Placement{Strategy: p.Strategy, Reason: reason, Probe: p.Probe, Device: p.Device,
+		Alloc:  p.Device.NewAllocator(p.Strategy, MemOptions{Kind: KindDevice}),
+		Frames: KindDevice, upload: uploadInPlace, shared: true}, nil
+}
+
+// Close closes the device, if any. Buffers from Alloc must be released
+// first. It is idempotent; a placement from DeviceFrames leaves the
+// device to the one it came from.
+func (p *Placement) Close() error {
+	if p.Device == nil || p.shared {
 		return nil
 	}
 	return p.Device.Close()

@@ -40,6 +40,9 @@ func TestAutoPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
+			if p.Frames != c.kind {
+				t.Errorf("frames = %s, want %s", p.Frames, c.kind)
+			}
 			if p.Strategy != c.strategy || p.Alloc.Strategy() != c.strategy {
 				t.Errorf("strategy = %s (allocator %s), want %s", p.Strategy, p.Alloc.Strategy(), c.strategy)
 			}

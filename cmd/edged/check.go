@@ -205,6 +205,7 @@ func (r *report) gpu(w *wiring, cfg *config.Config) umem.Allocator {
 		// The reason repeats the driver's error the probe line gave.
 		why := strings.Replace(w.place.Reason, " ("+w.place.Probe.NoCUDA+")", "", 1)
 		r.ok("memory strategy %s: %s", w.place.Strategy, why)
+		checkFrames(r, w, cfg)
 	}
 	needTRT := false
 	for i := range cfg.Models {
@@ -526,7 +527,8 @@ func checkPreprocess(w *wiring, cfg *config.Config, pc *config.Pipeline, ok, war
 		return
 	}
 	start := time.Now()
-	g, err := w.gpuPreprocess(preprocess.Options{Out: preprocess.Output{C: 3, H: 8, W: 8}}, cfg)
+	frames, _, _ := w.frameAllocator(pc, cfg) // nil: the daemon's (frames.go)
+	g, err := w.gpuPreprocess(preprocess.Options{Out: preprocess.Output{C: 3, H: 8, W: 8}}, frames, cfg)
 	if err != nil && dev == "auto" && (w.place == nil || w.place.Device == nil) {
 		ok("pipeline %s: CPU (no CUDA device; see gpu: above)", pc.Name)
 		return
@@ -552,7 +554,10 @@ func checkPreprocess(w *wiring, cfg *config.Config, pc *config.Pipeline, ok, war
 		}
 	}
 	how := "GPU"
-	if dev == "auto" {
+	switch {
+	case frames != nil:
+		how = "GPU, reading NVDEC's pictures in device memory in place"
+	case dev == "auto":
 		how = "GPU or CPU, whichever is faster on the first frame"
 	}
 	ok("pipeline %s: %s (kernels %s in %s)", pc.Name, how, src, time.Since(start).Round(time.Millisecond))

@@ -149,9 +149,17 @@ func newDecoder(sc *config.Source, c *config.Config) (rtsp.NewDecoder, error) {
 	return func(codec h26x.Codec, params []byte) (rtsp.Decoder, error) {
 		h := probeNVDEC(device)
 		if h.err != nil || !h.caps(codec).Supported {
+			if isDevFed(name) {
+				return nil, fmt.Errorf("%w: %s does not decode %s, and this camera's frames live in device memory, which the CPU decoder cannot write", sensors.ErrFormat, h.describe(device), codec)
+			}
 			return cpuDecoder(codec, params)
 		}
 		d, err := openNVDEC(codec, params, device)
+		if err != nil && isDevFed(name) {
+			// libavcodec cannot write the device memory this camera's
+			// frames live in: the session fails and is retried.
+			return nil, fmt.Errorf("NVDEC could not open a decoder, and this camera's frames live in device memory, which the CPU decoder cannot write: %w", err)
+		}
 		if err != nil {
 			// A GPU out of decoders or memory: this session decodes on the CPU.
 			slog.Warn("network camera: NVDEC could not open a decoder; this session decodes on the CPU", "source", name, "err", err)
@@ -188,4 +196,11 @@ func (s *rtspCamera) logDecoder() {
 	}
 	s.logged = desc
 	slog.Info("network camera", "source", s.Name(), "stream", desc)
+}
+
+// isDevFed reports whether camera name's frames live in device memory now
+// (frames.go).
+func isDevFed(name string) bool {
+	_, ok := devFed.Load(name)
+	return ok
 }

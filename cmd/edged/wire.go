@@ -41,6 +41,9 @@ type wiring struct {
 	log   *slog.Logger
 	mu    sync.Mutex
 	place *umem.Placement
+	// devFrames is the placement of the pipelines whose pictures NVDEC
+	// writes (frames.go): device memory on place's device.
+	devFrames *umem.Placement
 }
 
 // factories wires the concrete sources, engines, memory and sinks that the
@@ -48,11 +51,12 @@ type wiring struct {
 func factories(log *slog.Logger) edruntime.Factories {
 	w := &wiring{log: log}
 	return edruntime.Factories{
-		Allocator:     w.allocator,
-		Camera:        w.camera,
-		Sensor:        newSensor,
-		Backend:       w.backend,
-		GPUPreprocess: w.gpuPreprocess,
+		Allocator:      w.allocator,
+		FrameAllocator: w.frameAllocator,
+		Camera:         w.camera,
+		Sensor:         newSensor,
+		Backend:        w.backend,
+		GPUPreprocess:  w.gpuPreprocess,
 		Sink: func(s *config.Sink, c *config.Config, inherited net.Listener, control edruntime.ControlFunc) (edruntime.Sink, error) {
 			sink, err := newSink(log, s, c, inherited, control)
 			return sink, sinkError(s, err)
@@ -106,12 +110,11 @@ func (w *wiring) backend(name string, m *config.Model, c *config.Config) (trt.Ba
 }
 
 // gpuPreprocess builds a pipeline's GPU preprocessing on the daemon's
-// device. The compiled kernels are cached in systemd's CacheDirectory
+// device, reading frames from allocator frames as their placement says
+// (in place for NVDEC's pictures in device memory). The compiled kernels are cached in systemd's CacheDirectory
 // ($CACHE_DIRECTORY), else state_dir, else the user's cache folder.
-func (w *wiring) gpuPreprocess(o preprocess.Options, c *config.Config) (edruntime.GPUPreprocessor, error) {
-	w.mu.Lock()
-	place := w.place
-	w.mu.Unlock()
+func (w *wiring) gpuPreprocess(o preprocess.Options, frames umem.Allocator, c *config.Config) (edruntime.GPUPreprocessor, error) {
+	place := w.placementFor(frames)
 	if place == nil || place.Device == nil {
 		return nil, fmt.Errorf("%w: memory strategy %q (%s)", preprocess.ErrNoGPU, placeStrategy(place), placeReason(place))
 	}

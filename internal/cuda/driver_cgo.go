@@ -574,16 +574,19 @@ func (*Driver) Prefetch(ctx, dptr uintptr, n int, dst int, s uintptr) Result {
 
 // MemcpyHtoD is cuMemcpyHtoDAsync_v2 in ctx.
 func (*Driver) MemcpyHtoD(ctx, dst uintptr, src unsafe.Pointer, n int, s uintptr) Result {
+	copies.htod.Add(1)
 	return Result(C.edged_cu_memcpy(C.CPY_HTOD, C.uintptr_t(ctx), C.uint64_t(dst), 0, src, C.size_t(n), C.uintptr_t(s)))
 }
 
 // MemcpyDtoH is cuMemcpyDtoHAsync_v2 in ctx.
 func (*Driver) MemcpyDtoH(ctx uintptr, dst unsafe.Pointer, src uintptr, n int, s uintptr) Result {
+	copies.dtoh.Add(1)
 	return Result(C.edged_cu_memcpy(C.CPY_DTOH, C.uintptr_t(ctx), 0, C.uint64_t(src), dst, C.size_t(n), C.uintptr_t(s)))
 }
 
 // MemcpyDtoD is cuMemcpyDtoDAsync_v2 in ctx.
 func (*Driver) MemcpyDtoD(ctx, dst, src uintptr, n int, s uintptr) Result {
+	copies.dtod.Add(1)
 	return Result(C.edged_cu_memcpy(C.CPY_DTOD, C.uintptr_t(ctx), C.uint64_t(dst), C.uint64_t(src), nil, C.size_t(n), C.uintptr_t(s)))
 }
 
@@ -593,6 +596,11 @@ func (*Driver) MemcpyDtoD(ctx, dst, src uintptr, n int, s uintptr) Result {
 // addresses: device, managed or mapped pinned, as unified addressing sees
 // it), or, when dst is 0, the host memory at host.
 func (*Driver) Memcpy2D(ctx, dst uintptr, host unsafe.Pointer, dpitch int, src uintptr, pitch, width, height int, s uintptr) Result {
+	if dst == 0 {
+		copies.dtoh.Add(1)
+	} else {
+		copies.dtod.Add(1)
+	}
 	return Result(C.edged_cu_memcpy2d(C.uintptr_t(ctx), C.uint64_t(src), C.size_t(pitch), C.uint64_t(dst), host,
 		C.size_t(dpitch), C.size_t(width), C.size_t(height), C.uintptr_t(s)))
 }

@@ -36,9 +36,11 @@ type GPUOptions struct {
 	CacheDir string
 	// NVRTC is the NVRTC library ("" = search the usual names).
 	NVRTC string
-	// Read is ReadCopy or ReadInPlace; "" picks: in place for managed and
-	// mapped slots, in place for pinned slots when ReadInPlacePinned, else
-	// a copy.
+	// Read is ReadCopy or ReadInPlace; "" picks by the kind of the
+	// placement's frames (Placement.Frames): in place for managed, mapped
+	// and device memory (a decoder's pictures on the GPU: reading them in
+	// place is what keeps them off the host), in place for pinned slots
+	// when ReadInPlacePinned, else a copy.
 	Read string
 	// ReadInPlacePinned reads pinned slots over the bus instead of copying
 	// them (see docs/PERFORMANCE.md for when that is faster).
@@ -163,9 +165,13 @@ func NewGPU(o Options, g GPUOptions) (*GPU, error) {
 	gp.read = g.Read
 	if gp.read == "" {
 		gp.read = ReadCopy
-		if p.Strategy == umem.StrategyManaged || p.Strategy == umem.StrategyMapped ||
-			(p.Strategy == umem.StrategyPinned && g.ReadInPlacePinned) {
+		switch p.Frames {
+		case umem.KindManaged, umem.KindMapped, umem.KindDevice:
 			gp.read = ReadInPlace
+		case umem.KindPinned:
+			if g.ReadInPlacePinned {
+				gp.read = ReadInPlace
+			}
 		}
 	}
 	if gp.read != ReadCopy && gp.read != ReadInPlace {
