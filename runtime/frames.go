@@ -17,6 +17,20 @@ import (
 // GPU path failed) is copied out when it needs it, off the kernel's path
 // (hostBytes).
 
+// frames is the allocator of p's frame pool, asked of the daemon once
+// per pipeline: when its engine is bound (the GPU preprocessing is built
+// for it) or when it starts, whichever comes first.
+func (p *pipeline) frames() (umem.Allocator, error) {
+	if p.alloc == nil && p.frameAlloc != nil {
+		a, err := p.frameAlloc()
+		if err != nil {
+			return nil, err
+		}
+		p.alloc = a
+	}
+	return p.alloc, nil
+}
+
 // frameAllocator is the allocator of p's frame pool and logs where its
 // frames live and why.
 func (d *daemon) frameAllocator(p *pipeline) (umem.Allocator, error) {

@@ -115,6 +115,7 @@ func (g *graph) newPipeline(pc *config.Pipeline, hot *trt.Hot) *pipeline {
 	}
 	p := &pipeline{host: d, newGPU: d.opts.Factories.GPUPreprocess, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source),
 		log: d.log.With("pipeline", pc.Name), hot: hot, mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
+	p.frameAlloc = func() (umem.Allocator, error) { return d.frameAllocator(p) }
 	p.life.key = pipelineKey(c, pc)
 	p.life.engine = engineKey(c, pc)
 	p.life.model = modelPath(c, c.Model(pc.Model))
@@ -177,7 +178,7 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		}
 	}()
 	slots, size := poolSlots(sc, pc), SlotSize(p.src, sc)
-	if p.alloc, err = d.frameAllocator(p); err != nil {
+	if _, err = p.frames(); err != nil {
 		return err
 	}
 	if p.pool, err = umem.NewPool(p.alloc, slots, size); err != nil {

@@ -61,7 +61,9 @@ type pipeline struct {
 	// poolMu guards pool's replacement (regrow.go), which only the
 	// capture goroutine does: other goroutines read it through framePool.
 	poolMu sync.Mutex
-	alloc  umem.Allocator // what pool came from (startPipeline, frames.go)
+	alloc  umem.Allocator // what pool came from (frames, frames.go)
+	// frameAlloc asks the daemon for alloc (daemon.frameAllocator), once.
+	frameAlloc func() (umem.Allocator, error)
 	// readBack holds a copy of a frame in device memory for a CPU
 	// consumer (hostBytes); grown once, never per frame.
 	readBack []byte

@@ -81,7 +81,11 @@ func (p *pipeline) newPreprocessors(o preprocess.Options) error {
 		}
 		return nil
 	}
-	g, err := mk(o, p.alloc, p.conf)
+	frames, err := p.frames()
+	if err != nil {
+		return err
+	}
+	g, err := mk(o, frames, p.conf)
 	if err != nil {
 		if pp.Device == "gpu" {
 			return fmt.Errorf("%w: pipeline %q: preprocess.device = \"gpu\": %w", config.ErrInvalid, p.cfg.Name, err)

@@ -21,19 +21,28 @@ import (
 // shows (at its own rate), and CPU preprocessing, where the GPU path
 // could not be built, copies out every frame.
 
-// framePlace says whether pipeline pc's frames live in device memory
-// (dev), and why, or why they live in the daemon's strategy's memory;
-// place is the daemon's placement (nil: not opened).
-func framePlace(pc *config.Pipeline, c *config.Config, place *umem.Placement) (dev bool, why string) {
-	sc := c.Source(pc.Source)
-	daemon := ""
-	if place != nil {
-		daemon = fmt.Sprintf("memory = %q (%s frames)", c.GPU.Memory, place.Frames)
+// gpuFacts is what framePlace needs of the daemon's placement.
+type gpuFacts struct {
+	discrete bool      // a CUDA device that is not integrated
+	frames   umem.Kind // the kind of memory of the daemon's frames
+}
+
+func factsOf(p *umem.Placement) gpuFacts {
+	if p == nil {
+		return gpuFacts{}
 	}
+	return gpuFacts{discrete: p.Device != nil && !p.Probe.Integrated, frames: p.Frames}
+}
+
+// framePlace says whether pipeline pc's frames live in device memory
+// (dev), and why, or why they live in the daemon's strategy's memory.
+func framePlace(pc *config.Pipeline, c *config.Config, place gpuFacts) (dev bool, why string) {
+	sc := c.Source(pc.Source)
+	daemon := fmt.Sprintf("memory = %q (%s frames)", c.GPU.Memory, place.frames)
 	switch {
 	case sc == nil || sc.Kind != rtsp.Kind:
 		return false, "the source writes its frames on the CPU: " + daemon
-	case place == nil || place.Device == nil || place.Probe.Integrated:
+	case !place.discrete:
 		return false, "no discrete GPU: " + daemon
 	case sc.Decoder == rtsp.DecoderCPU || sc.Decoder == rtsp.DecoderV4L2:
 		return false, fmt.Sprintf("decoder = %q writes the pictures on the CPU: %s", sc.Decoder, daemon)
@@ -46,11 +55,11 @@ func framePlace(pc *config.Pipeline, c *config.Config, place *umem.Placement) (d
 		return false, fmt.Sprintf("decoder = \"auto\" and %s does not decode both H.264 and H.265, so a stream may be decoded on the CPU: %s", h.describe(c.GPU.Device), daemon)
 	case pc.Preprocess.Device == "cpu":
 		return false, fmt.Sprintf("preprocess.device = \"cpu\" reads every picture on the CPU, so NVDEC copies each into host memory: %s", daemon)
-	case place.Frames == umem.KindManaged:
+	case place.frames == umem.KindManaged:
 		return false, fmt.Sprintf("NVDEC writes the pictures into managed memory on the GPU, where the preprocessing kernel reads them in place: %s", daemon)
 	}
 	return true, fmt.Sprintf("decoded by NVDEC on CUDA device %d: the pictures stay in device memory, where NVDEC writes them, and the preprocessing kernel reads them there; "+
-		"with the daemon's %s frames they would cross the host. The live preview copies out the frames it shows", c.GPU.Device, place.Frames)
+		"with the daemon's %s frames they would cross the host. The live preview copies out the frames it shows", c.GPU.Device, place.frames)
 }
 
 // devFed are the network cameras whose pipelines' frames live in device
@@ -64,7 +73,7 @@ var devFed sync.Map // source name → true
 func (w *wiring) frameAllocator(pc *config.Pipeline, c *config.Config) (umem.Allocator, string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	dev, why := framePlace(pc, c, w.place)
+	dev, why := framePlace(pc, c, factsOf(w.place))
 	if !dev {
 		devFed.Delete(pc.Source)
 		return nil, why, nil
@@ -104,7 +113,7 @@ func checkFrames(r *report, w *wiring, cfg *config.Config) {
 		if place != nil {
 			where = place.Frames.String() + " memory"
 		}
-		dev, why := framePlace(pc, cfg, place)
+		dev, why := framePlace(pc, cfg, factsOf(place))
 		if dev {
 			where = "device memory"
 		}
