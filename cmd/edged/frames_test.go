@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/sensors"
+	"github.com/edged-dev/edged/sensors/h26x"
 	"github.com/edged-dev/edged/sensors/nvdec"
 	"github.com/edged-dev/edged/umem"
 )
@@ -90,5 +92,40 @@ func TestFrameAllocatorWithoutCUDA(t *testing.T) {
 	}
 	if p := w.placementFor(nil); p != w.place {
 		t.Error("the GPU preprocessing of the daemon's frames is not given the daemon's placement")
+	}
+}
+
+// TestAutoDecoderKeepsDeviceFramesOffTheCPU: a camera set to decoder =
+// "auto" whose frames live in device memory gets no libavcodec fallback
+// (it writes host memory, which such a slot has none of): a stream its
+// NVDEC does not decode fails the session (retried) with the reason; the
+// same camera with host frames falls back to the CPU as before.
+func TestAutoDecoderKeepsDeviceFramesOffTheCPU(t *testing.T) {
+	fakeNVDEC(t, 96, &nvdecHere{name: "Fake T4", h264: nvdec.Caps{Supported: true}})
+	sc := &config.Source{Name: "devcam", Kind: "rtsp", Decoder: "auto"}
+	cfg := &config.Config{GPU: config.GPU{Device: 96}}
+	open, err := newDecoder(sc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devFed.Store(sc.Name, true)
+	t.Cleanup(func() { devFed.Delete(sc.Name) })
+	d, err := open(h26x.H265, nil)
+	if err == nil {
+		d.Close()
+		t.Fatal("an H.265 session of a device-frames camera on an NVDEC without H.265 opened a decoder")
+	}
+	if !errors.Is(err, sensors.ErrFormat) || !strings.Contains(err.Error(), "device memory") {
+		t.Fatalf("error %v: want sensors.ErrFormat saying the frames live in device memory", err)
+	}
+	devFed.Delete(sc.Name)
+	d, err = open(h26x.H265, nil)
+	if err == nil {
+		if !strings.Contains(d.Describe(), "libavcodec") && !strings.Contains(strings.ToLower(d.Describe()), "cpu") {
+			t.Errorf("host-frames fallback decoder %q", d.Describe())
+		}
+		d.Close()
+	} else if strings.Contains(err.Error(), "device memory") {
+		t.Fatalf("a host-frames camera was refused for device memory: %v", err)
 	}
 }
