@@ -41,6 +41,9 @@ type caseSpec struct {
 	Wait    time.Duration // batch_wait of the batched way
 	Threads int           // ONNX Runtime intra-op threads of the model
 	Device  string        // [pipeline.preprocess] device; "" leaves it out (auto)
+	// Profiled runs are perf's: their figures are not the tables' (perf
+	// takes CPU from the daemon), only their profile is reported.
+	Profiled bool `json:",omitempty"`
 }
 
 // Phases of a case.
@@ -50,7 +53,12 @@ const (
 	phaseStalled    = "stalled"    // paced, and the last camera stops delivering (inputs.Stalled)
 )
 
-func (c caseSpec) name() string { return fmt.Sprintf("%s-n%d-%s", c.Way, c.N, c.Phase) }
+func (c caseSpec) name() string {
+	if c.Profiled {
+		return fmt.Sprintf("%s-n%d-%s-profiled", c.Way, c.N, c.Phase)
+	}
+	return fmt.Sprintf("%s-n%d-%s", c.Way, c.N, c.Phase)
+}
 
 // cameraName is camera i's source name; pipelineName its pipeline's when
 // it has one of its own.

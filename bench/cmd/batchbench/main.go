@@ -167,8 +167,19 @@ func run(ctx context.Context, o *options, stallAfter time.Duration) (int, error)
 			}
 		}
 	}
+	// Then, once, each way free-running at the largest N under perf.
+	var profiled []caseSpec
+	if o.perf != "" && slices.Contains(o.phases, phaseSaturation) {
+		for _, w := range rep.Ways {
+			profiled = append(profiled, caseSpec{Way: w, N: o.counts[len(o.counts)-1], Phase: phaseSaturation, FPS: o.fps, Wait: o.wait, Threads: o.threads, Device: o.device, Profiled: true})
+		}
+	}
 	for round := 1; round <= o.rounds; round++ {
-		for i, c := range cases {
+		todo := cases
+		if round == o.rounds {
+			todo = append(slices.Clone(cases), profiled...)
+		}
+		for i, c := range todo {
 			base := fmt.Sprintf("%s-r%d", c.name(), round)
 			cfg := filepath.Join(o.out, "configs", base+".toml")
 			sock := filepath.Join(os.TempDir(), fmt.Sprintf("batchbench-%d.sock", os.Getpid()))
@@ -176,7 +187,7 @@ func run(ctx context.Context, o *options, stallAfter time.Duration) (int, error)
 				return 0, err
 			}
 			perf := ""
-			if c.Phase == phaseSaturation && c.N == o.counts[len(o.counts)-1] && round == 1 {
+			if c.Profiled {
 				perf = o.perf
 			}
 			r, err := measure(ctx, o.edged, cfg, sock, filepath.Join(o.out, "logs", base+".log"), c, o.tm, perf, o.nvidiaSMI)
@@ -186,7 +197,7 @@ func run(ctx context.Context, o *options, stallAfter time.Duration) (int, error)
 			r.Round = round
 			rep.Runs = append(rep.Runs, r)
 			fmt.Fprintf(os.Stderr, "batchbench: [%d/%d] %s round %d: %.1f results/s, p50 %.1f ms, p99 %.1f ms, RSS %.1f MiB, %.2f ms CPU a result, batch %.2f, %d replaced\n",
-				(round-1)*len(cases)+i+1, o.rounds*len(cases), c.name(), round, r.ResultsPS, r.pooled(50, all)/1000, r.pooled(99, all)/1000,
+				(round-1)*len(cases)+i+1, o.rounds*len(cases)+len(profiled), c.name(), round, r.ResultsPS, r.pooled(50, all)/1000, r.pooled(99, all)/1000,
 				mib(r.RSS), r.CPUms, r.MeanBatch, r.Replaced)
 		}
 	}

@@ -63,7 +63,7 @@ func (rep *report) figure(way string, n int, phase string) fig {
 	var cols [11][]float64
 	for _, r := range rep.Runs {
 		c := r.Case
-		if c.Way != way || c.N != n || c.Phase != phase {
+		if c.Way != way || c.N != n || c.Phase != phase || c.Profiled {
 			continue
 		}
 		f.ok = true
@@ -309,7 +309,7 @@ func (rep *report) stages(p func(string, ...any)) {
 		for _, w := range rep.Ways {
 			var v [][]float64 = make([][]float64, len(cols))
 			for _, r := range rep.Runs {
-				if r.Case.Way == w && r.Case.N == n && r.Case.Phase == ph {
+				if r.Case.Way == w && r.Case.N == n && r.Case.Phase == ph && !r.Case.Profiled {
 					for i, k := range cols {
 						v[i] = append(v[i], r.Stages[k])
 					}
@@ -334,7 +334,7 @@ func (rep *report) profiles(p func(string, ...any)) {
 		if r.Profile == "" {
 			continue
 		}
-		p("## CPU profile: %s (perf record -e cpu-clock -F 499 over the window; shares of the process's samples)\n\n```\n%s```\n\n", r.Case.name(), r.Profile)
+		p("## CPU profile: %s (an extra run under perf record -e cpu-clock -F 499 over the window, %.1f results/s, not in the tables; shares of the process's samples)\n\n```\n%s```\n\n", r.Case.name(), r.ResultsPS, r.Profile)
 	}
 }
 
@@ -343,7 +343,7 @@ func (rep *report) othersUnstalled(way string, n int) float64 {
 	var v []float64
 	last := cameraName(n - 1)
 	for _, r := range rep.Runs {
-		if r.Case.Way == way && r.Case.N == n && r.Case.Phase == phasePaced {
+		if r.Case.Way == way && r.Case.N == n && r.Case.Phase == phasePaced && !r.Case.Profiled {
 			v = append(v, r.pooled(99, func(cam string) bool { return cam != last }))
 		}
 	}
