@@ -30,11 +30,29 @@ func main() {
 	unpaced := flag.Int("unpaced", 900, "pictures of one stream decoded as fast as possible first (0: none)")
 	device := flag.Int("device", 0, "CUDA device")
 	all := flag.Bool("all", false, "run every count in -streams, also after one dropped")
+	useNVDEC := flag.Bool("nvdec", true, "measure sensors/nvdec (false: only the ffmpeg baseline)")
+	ffmpeg := flag.String("ffmpeg", "", "an ffmpeg binary: after NVDEC, the same N streams each decoded by one ffmpeg process fed on the same schedule (empty: none)")
+	threads := flag.String("ffmpeg-threads", "auto", "the ffmpeg decoder's -threads, a comma list: one baseline row each")
+	hwaccel := flag.Bool("ffmpeg-hwaccel", true, "ffmpeg decodes with -hwaccel cuda -hwaccel_output_format cuda (false: on the CPU)")
 	flag.Parse()
-	if err := run(*file, *list, *fps, *seconds, *backlog, *unpaced, *device, *all); err != nil {
+	bs, err := parseBaselines(*ffmpeg, *threads, *hwaccel)
+	if err == nil {
+		err = run(config{*file, *list, *fps, *seconds, *backlog, *unpaced, *device, *all, *useNVDEC, bs})
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "nvdecbench:", err)
 		os.Exit(1)
 	}
+}
+
+// config is the command line.
+type config struct {
+	file, list       string
+	fps, seconds     float64
+	backlog, unpaced int
+	device           int
+	all, nvdec       bool
+	baselines        []baseline
 }
 
 // stream is what every decoder replays.
@@ -159,46 +177,59 @@ func quantile(d []time.Duration, q float64) time.Duration {
 
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) }
 
-func run(file, list string, fps, seconds float64, backlog, unpaced, device int, all bool) error {
-	s, err := load(file)
+func run(c config) error {
+	s, err := load(c.file)
 	if err != nil {
 		return err
 	}
-	name, h264, h265, err := nvdec.Probe("", device)
-	if err != nil {
-		return err
+	var nv *gpu
+	if c.nvdec {
+		if nv, err = openGPU(c.device); err != nil {
+			return err
+		}
+		defer nv.close()
 	}
-	drv, err := cuda.Load()
-	if err != nil {
-		return err
+	fmt.Printf("# GPU memory in use before: %s MiB\n", gpuMemory())
+	fmt.Printf("# %s: %s, %d access units, replayed at %g fps, %g s a run, backlog %d\n", filepath.Base(c.file), s.codec, len(s.aus), c.fps, c.seconds, c.backlog)
+	for _, b := range c.baselines {
+		fmt.Printf("# %s: %s %s\n", b.name(), b.path, strings.Join(b.args(s.codec, c.fps), " "))
 	}
-	ver, _ := drv.Version()
-	dev, _ := drv.DeviceGet(device)
-	ctx, r := drv.PrimaryCtxRetain(dev)
-	if r != cuda.Success {
-		return r
-	}
-	defer drv.PrimaryCtxRelease(dev)
-	fmt.Printf("# %s, CUDA driver %d.%d; NVDEC H.264 %+v, H.265 %+v\n", name, ver/1000, ver%1000/10, h264, h265)
-	fmt.Printf("# %s: %s, %d access units, replayed at %g fps, %g s a run, backlog %d\n", filepath.Base(file), s.codec, len(s.aus), fps, seconds, backlog)
-	const slot = 4096 * 2304 * 3 / 2
-	if unpaced > 0 {
-		if err := throughput(s, drv, ctx, device, unpaced, slot); err != nil {
+	if nv != nil && c.unpaced > 0 {
+		if err := throughput(s, nv.drv, nv.ctx, c.device, c.unpaced, slot); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("%8s %10s %10s %9s %12s %12s %9s %9s %9s %9s\n", "streams", "decoded", "dropped", "fps", "cpu/stream", "cpu/picture", "p50 ms", "p99 ms", "max ms", "warm-up")
-	period := time.Duration(float64(time.Second) / fps)
-	for _, f := range strings.Split(list, ",") {
+	printHeader()
+	period := time.Duration(float64(time.Second) / c.fps)
+	for _, f := range strings.Split(c.list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			return fmt.Errorf("-streams: %q", f)
 		}
-		dropped, err := measure(s, drv, ctx, device, n, slot, period, seconds, backlog)
-		if err != nil {
-			return err
+		dropped := 0
+		var ref *row
+		if nv != nil {
+			r, err := measure(s, nv.drv, nv.ctx, c.device, n, slot, period, c.seconds, c.backlog)
+			if err != nil {
+				return err
+			}
+			ref, dropped = &r, r.dropped
 		}
-		if dropped > 0 && !all {
+		for _, b := range c.baselines {
+			r, err := measureFFmpeg(b, s, n, period, c.seconds, c.backlog)
+			if err != nil {
+				// the baseline failing (out of GPU memory with many
+				// processes, say) ends neither the run nor NVDEC's rows
+				fmt.Printf("# %v\n", err)
+				continue
+			}
+			if ref != nil {
+				ratios(r, *ref)
+			} else {
+				dropped = max(dropped, r.dropped)
+			}
+		}
+		if dropped > 0 && !c.all {
 			fmt.Printf("# %d streams dropped pictures: the last count that kept up is the one above it\n", n)
 			break
 		}
@@ -206,9 +237,82 @@ func run(file, list string, fps, seconds float64, backlog, unpaced, device int, 
 	return nil
 }
 
-// measure runs n streams for seconds, prints their row and returns the
-// pictures dropped.
-func measure(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int, period time.Duration, seconds float64, backlog int) (int, error) {
+// slot is each stream's frame buffer: the largest picture NVDEC makes.
+const slot = 4096 * 2304 * 3 / 2
+
+// gpu is the device the NVDEC side decodes on.
+type gpu struct {
+	drv *cuda.Driver
+	dev int
+	ctx uintptr
+}
+
+func openGPU(device int) (*gpu, error) {
+	name, h264, h265, err := nvdec.Probe("", device)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := cuda.Load()
+	if err != nil {
+		return nil, err
+	}
+	ver, _ := drv.Version()
+	dev, _ := drv.DeviceGet(device)
+	ctx, r := drv.PrimaryCtxRetain(dev)
+	if r != cuda.Success {
+		return nil, r
+	}
+	fmt.Printf("# %s, CUDA driver %d.%d; NVDEC H.264 %+v, H.265 %+v\n", name, ver/1000, ver%1000/10, h264, h265)
+	return &gpu{drv: drv, dev: dev, ctx: ctx}, nil
+}
+
+func (g *gpu) close() { g.drv.PrimaryCtxRelease(g.dev) }
+
+// row is one line of the table: n streams decoded one way.
+type row struct {
+	name                   string
+	streams                int
+	decoded, dropped       int
+	fps, perStream         float64 // pictures a second; % of a core a stream
+	perPic, p50, p99, pmax time.Duration
+	warm                   time.Duration
+	gpuMiB                 string // the GPU's memory in use at the end of the run
+}
+
+// fill derives the rates from the CPU time and wall time of the run and
+// the sorted latencies of the pictures decoded.
+func (r *row) fill(cpu, wall time.Duration, lat []time.Duration) {
+	r.fps = float64(r.decoded) / wall.Seconds()
+	r.perStream = float64(cpu) / float64(r.streams) / float64(wall) * 100
+	if r.decoded > 0 {
+		r.perPic = cpu / time.Duration(r.decoded)
+	}
+	r.p50, r.p99, r.pmax = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+}
+
+func printHeader() {
+	fmt.Printf("%-13s %7s %8s %8s %7s %11s %12s %8s %8s %8s %8s %8s\n", "decoder", "streams", "decoded", "dropped", "fps", "cpu/stream", "cpu/picture", "p50 ms", "p99 ms", "max ms", "warm-up", "GPU MiB")
+}
+
+func (r row) print() {
+	fmt.Printf("%-13s %7d %8d %8d %7.1f %10.1f%% %12s %8s %8s %8s %8s %8s\n", r.name, r.streams, r.decoded, r.dropped, r.fps,
+		r.perStream, ms(r.perPic)+"ms", ms(r.p50), ms(r.p99), ms(r.pmax), r.warm.Round(time.Millisecond), r.gpuMiB)
+}
+
+// ratios prints baseline b against NVDEC's row e from the same run.
+func ratios(b, e row) {
+	x := func(a, c time.Duration) string {
+		if c == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(float64(a)/float64(c), 'f', 2, 64) + "x"
+	}
+	fmt.Printf("#   %s / nvdec at %d streams: CPU a picture %s, p50 %s, p99 %s; pictures %d / %d, dropped %d / %d\n",
+		b.name, e.streams, x(b.perPic, e.perPic), x(b.p50, e.p50), x(b.p99, e.p99), b.decoded, e.decoded, b.dropped, e.dropped)
+}
+
+// measure runs n streams for seconds, prints their row and returns it.
+func measure(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int, period time.Duration, seconds float64, backlog int) (row, error) {
 	decs := make([]*nvdec.Decoder, 0, n)
 	bufs := make([]*gpuBuffer, 0, n)
 	cleanup := func() {
@@ -223,13 +327,13 @@ func measure(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int, peri
 		d, err := nvdec.Open(s.codec, nvdec.Options{Device: device})
 		if err != nil {
 			cleanup()
-			return 0, fmt.Errorf("%d streams: %w", n, err)
+			return row{}, fmt.Errorf("%d streams: %w", n, err)
 		}
 		decs = append(decs, d)
 		b, err := newBuffer(drv, ctx, slot)
 		if err != nil {
 			cleanup()
-			return 0, fmt.Errorf("%d streams: %w", n, err)
+			return row{}, fmt.Errorf("%d streams: %w", n, err)
 		}
 		bufs = append(bufs, b)
 	}
@@ -256,7 +360,7 @@ func measure(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int, peri
 	wg0.Wait()
 	if werr != nil {
 		cleanup()
-		return 0, fmt.Errorf("%d streams: warming up: %w", n, werr)
+		return row{}, fmt.Errorf("%d streams: warming up: %w", n, werr)
 	}
 	made := time.Since(t0)
 	start := time.Now().Add(100 * time.Millisecond)
@@ -275,6 +379,7 @@ func measure(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int, peri
 	wg.Wait()
 	cpu := cpuTime() - cpu0
 	wall := time.Since(start)
+	mem := gpuMemory()
 	cleanup()
 	var lat []time.Duration
 	decoded, dropped := 0, 0
@@ -288,17 +393,13 @@ func measure(s *stream, drv *cuda.Driver, ctx uintptr, device, n, slot int, peri
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return 0, fmt.Errorf("%d streams: %w", n, err)
+		return row{}, fmt.Errorf("%d streams: %w", n, err)
 	}
 	slices.Sort(lat)
-	perStream := float64(cpu) / float64(n) / float64(wall) * 100
-	perPic := time.Duration(0)
-	if decoded > 0 {
-		perPic = cpu / time.Duration(decoded)
-	}
-	fmt.Printf("%8d %10d %10d %9.1f %11.1f%% %12s %9s %9s %9s %9s\n", n, decoded, dropped, float64(decoded)/wall.Seconds(),
-		perStream, ms(perPic)+"ms", ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(quantile(lat, 1)), made.Round(time.Millisecond))
-	return dropped, nil
+	r := row{name: "nvdec", streams: n, decoded: decoded, dropped: dropped, warm: made, gpuMiB: mem}
+	r.fill(cpu, wall, lat)
+	r.print()
+	return r, nil
 }
 
 // warmup is where the timed replay starts: the stream's second key
