@@ -84,3 +84,18 @@ func (p *pipeline) hostBytes(b umem.Buffer, n int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// markDevicePools marks the needs of plan whose pipelines' frames live in
+// device memory (asked of each pipeline now, before its pool is made: a
+// failure is the start's to report).
+func markDevicePools(plan MemoryPlan, pipes map[string]*pipeline) {
+	for i := range plan.Needs {
+		p := pipes[plan.Needs[i].Pipeline]
+		if p == nil {
+			continue
+		}
+		if a, err := p.frames(); err == nil && allocKind(a) == umem.KindDevice {
+			plan.Needs[i].PoolOnDevice = true
+		}
+	}
+}

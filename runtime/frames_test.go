@@ -121,3 +121,30 @@ func TestFrameAllocatorDefaultsToTheDaemons(t *testing.T) {
 		t.Fatalf("FrameAllocator failing: %v", err)
 	}
 }
+
+// TestCheckMemoryDevicePools: a frame pool in device memory (an NVDEC-fed
+// pipeline's) counts against the GPU's memory, not the system's, and a
+// GPU too small for it is named at the source's buffers.
+func TestCheckMemoryDevicePools(t *testing.T) {
+	cfg := defaultConfig(t, nil)
+	plan := PlanMemory(cfg, nil, true)
+	host := plan.Host()
+	plan.Needs[0].PoolOnDevice = true
+	pool := plan.Needs[0].PoolBytes()
+	if pool <= 0 || plan.Host() != host-pool || plan.Device() != pool {
+		t.Fatalf("pool %d: host %d (was %d), device %d", pool, plan.Host(), host, plan.Device())
+	}
+	gpu := func(free, total uint64) MemoryBudget {
+		return MemoryBudget{ProcRoot: meminfo(t, 8192, 8192), Device: func() (uint64, uint64, error) { return free, total, nil }}
+	}
+	r, err := CheckMemory(cfg, plan, MemoryPlan{}, gpu(1<<30, 1<<30))
+	if err != nil || !strings.Contains(r.String(), "GPU engines and frame pools ("+FormatSize(pool)+")") {
+		t.Fatalf("1 GiB GPU: %v; report %s", err, r)
+	}
+	_, err = CheckMemory(cfg, plan, MemoryPlan{}, gpu(uint64(pool), uint64(pool)))
+	for _, want := range []string{"source[0].buffers: pipeline \"demo\": frame pool of", "in GPU memory", "TensorRT engines and frame pools need"} {
+		if !errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a GPU the size of the pool: %v; want %q", err, want)
+		}
+	}
+}

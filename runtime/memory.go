@@ -38,6 +38,10 @@ type MemoryNeed struct {
 	// weights once for all of them); "" for that first pipeline.
 	SharedWith string
 	OnDevice   bool // the engine lives in a discrete GPU's own memory
+	// PoolOnDevice: the frame pool lives in a discrete GPU's own memory
+	// (a GPU decoder's pictures: Factories.FrameAllocator); the caller of
+	// PlanMemory sets it.
+	PoolOnDevice bool
 	// TensorBytes are the engine's input and output tensors at the shapes
 	// it will bind (a dynamic input at the pipeline's preprocess.width and
 	// height), allocated beside the engine; 0 where the model file does
@@ -61,7 +65,10 @@ func (n MemoryNeed) PoolBytes() int64 { return satMul(int64(n.Slots), n.SlotByte
 
 // hostBytes is what the pipeline takes from system memory.
 func (n MemoryNeed) hostBytes() int64 {
-	t := satAdd(n.PoolBytes(), n.TensorBytes, n.PreBytes, n.DecodeBytes)
+	t := satAdd(n.TensorBytes, n.PreBytes, n.DecodeBytes)
+	if !n.PoolOnDevice {
+		t = satAdd(t, n.PoolBytes())
+	}
 	if !n.OnDevice {
 		t = satAdd(t, n.EngineBytes)
 	}
@@ -104,12 +111,16 @@ func (p MemoryPlan) Host() int64 {
 	return n
 }
 
-// Device is what the plan takes from a discrete GPU's memory.
+// Device is what the plan takes from a discrete GPU's memory: the
+// engines there and the frame pools there.
 func (p MemoryPlan) Device() int64 {
 	var n int64
 	for _, x := range p.Needs {
 		if x.OnDevice {
-			n += x.EngineBytes
+			n = satAdd(n, x.EngineBytes)
+		}
+		if x.PoolOnDevice {
+			n = satAdd(n, x.PoolBytes())
 		}
 	}
 	return n
@@ -355,6 +366,7 @@ type MemoryReport struct {
 	DeviceReserve                int64
 	DeviceChecked                bool
 	pools, engines, deviceEngine int64
+	devicePools                  int64 // frame pools in GPU memory (PoolOnDevice)
 	tensors, pre, decode         int64
 }
 
@@ -386,7 +398,11 @@ func (r MemoryReport) String() string {
 	}
 	s += fmt.Sprintf(" - %s kept for the rest of the system)", FormatSize(r.Reserve))
 	if r.DeviceChecked {
-		s += fmt.Sprintf("; GPU engines about %s of %s usable (free %s - %s kept)", FormatSize(r.DeviceNeed), FormatSize(r.DeviceFree+r.DeviceHeld-r.DeviceReserve), FormatSize(r.DeviceFree), FormatSize(r.DeviceReserve))
+		what := "GPU engines about"
+		if r.devicePools > 0 {
+			what = "GPU engines and frame pools (" + FormatSize(r.devicePools) + ") about"
+		}
+		s += fmt.Sprintf("; %s %s of %s usable (free %s - %s kept)", what, FormatSize(r.DeviceNeed), FormatSize(r.DeviceFree+r.DeviceHeld-r.DeviceReserve), FormatSize(r.DeviceFree), FormatSize(r.DeviceReserve))
 	}
 	return s
 }
@@ -441,7 +457,11 @@ func (e *MemoryError) Unwrap() []error {
 func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (MemoryReport, error) {
 	var r MemoryReport
 	for _, n := range plan.Needs {
-		r.pools = satAdd(r.pools, n.PoolBytes())
+		if n.PoolOnDevice {
+			r.devicePools = satAdd(r.devicePools, n.PoolBytes())
+		} else {
+			r.pools = satAdd(r.pools, n.PoolBytes())
+		}
 		r.tensors, r.pre, r.decode = satAdd(r.tensors, n.TensorBytes), satAdd(r.pre, n.PreBytes), satAdd(r.decode, n.DecodeBytes)
 		if n.OnDevice {
 			r.deviceEngine = satAdd(r.deviceEngine, n.EngineBytes)
@@ -495,7 +515,16 @@ func CheckMemory(c *config.Config, plan, held MemoryPlan, b MemoryBudget) (Memor
 						probs = append(probs, c.Problem(fmt.Sprintf("model[%d].path", n.model), "pipeline %q: engine about %s in GPU memory (file %s × %g)", n.Pipeline, FormatSize(n.EngineBytes), FormatSize(n.ModelBytes), reload.DefaultBudgetFactor))
 					}
 				}
-				msg := fmt.Sprintf("TensorRT engines need about %s of GPU memory, but the GPU has %s free (+ %s the running configuration holds) less %s kept", FormatSize(r.DeviceNeed), FormatSize(r.DeviceFree), FormatSize(r.DeviceHeld), FormatSize(r.DeviceReserve))
+				for _, n := range plan.Needs {
+					if n.PoolOnDevice {
+						probs = append(probs, c.Problem(fmt.Sprintf("source[%d].buffers", n.source), "pipeline %q: frame pool of %d slots × %s = %s in GPU memory (where its decoder writes the pictures)", n.Pipeline, n.Slots, FormatSize(n.SlotBytes), FormatSize(n.PoolBytes())))
+					}
+				}
+				what := "TensorRT engines need"
+				if r.devicePools > 0 {
+					what = "TensorRT engines and frame pools need"
+				}
+				msg := fmt.Sprintf("%s about %s of GPU memory, but the GPU has %s free (+ %s the running configuration holds) less %s kept", what, FormatSize(r.DeviceNeed), FormatSize(r.DeviceFree), FormatSize(r.DeviceHeld), FormatSize(r.DeviceReserve))
 				if r.DeviceNeed > r.DeviceTotal-r.DeviceReserve {
 					neverFits = true
 					msg += fmt.Sprintf("; its %s can never hold them", FormatSize(r.DeviceTotal))
@@ -557,6 +586,7 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 		n := MemoryNeed{Pipeline: p.cfg.Name}
 		if pool := p.framePool(); pool != nil && p.running() {
 			n.Slots, n.SlotBytes = pool.Len(), int64(pool.SlotSize())
+			n.PoolOnDevice = allocKind(p.alloc) == umem.KindDevice
 			_, n.DecodeBytes = SourceSize(p.src, p.scfg)
 			if p.h > 0 && p.w > 0 {
 				n.PreBytes = preprocess.WorkBytes(p.scfg.Width, p.scfg.Height, p.w, p.h, p.cfg.Preprocess.Threads)
@@ -593,11 +623,12 @@ func (d *daemon) checkMemory(base, next *graph) error {
 			b.Device = func() (uint64, uint64, error) { return free, total, nil }
 		}
 	}
-	srcs := map[string]sensors.Source{}
+	srcs, pipes := map[string]sensors.Source{}, map[string]*pipeline{}
 	for _, p := range next.pipelines {
-		srcs[p.cfg.Name] = p.src
+		srcs[p.cfg.Name], pipes[p.cfg.Name] = p.src, p
 	}
 	plan := PlanMemory(next.cfg, func(pc *config.Pipeline, sc *config.Source) (int, int64) { return SourceSize(srcs[pc.Name], sc) }, discrete)
+	markDevicePools(plan, pipes)
 	r, err := CheckMemory(next.cfg, plan, base.heldMemory(discrete), b)
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)

@@ -413,6 +413,7 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string
 		b.Device = func() (uint64, uint64, error) { return free, total, nil }
 	}
 	plan := edruntime.PlanMemory(cfg, sizes, discrete)
+	markDevicePools(plan, w, cfg)
 	for _, n := range plan.Needs {
 		where := "system memory"
 		if n.OnDevice {
@@ -422,8 +423,12 @@ func checkMemory(stdout io.Writer, w *wiring, cfg *config.Config, ok func(string
 		if n.SharedWith != "" {
 			engine = fmt.Sprintf("engine shared with pipeline %s (model %s counted once, there)", n.SharedWith, n.Model)
 		}
-		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s; %s; engine tensors %s; preprocessing %s; decoding %s\n", n.Pipeline, n.Slots,
-			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), engine,
+		pool := ""
+		if n.PoolOnDevice {
+			pool = " (GPU memory)"
+		}
+		fmt.Fprintf(stdout, "        pipeline %s: frame pool %d × %s = %s%s; %s; engine tensors %s; preprocessing %s; decoding %s\n", n.Pipeline, n.Slots,
+			edruntime.FormatSize(n.SlotBytes), edruntime.FormatSize(n.PoolBytes()), pool, engine,
 			edruntime.FormatSize(n.TensorBytes), edruntime.FormatSize(n.PreBytes), edruntime.FormatSize(n.DecodeBytes))
 	}
 	r, err := edruntime.CheckMemory(cfg, plan, edruntime.MemoryPlan{}, b)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	edruntime "github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/sensors/h26x"
 	"github.com/edged-dev/edged/sensors/rtsp"
@@ -118,5 +119,20 @@ func checkFrames(r *report, w *wiring, cfg *config.Config) {
 			where = "device memory"
 		}
 		r.note("pipeline %s: frames in %s: %s", pc.Name, where, why)
+	}
+}
+
+// markDevicePools marks the needs of plan whose pipelines' frames will
+// live in device memory (framePlace), as run's memory check does.
+func markDevicePools(plan edruntime.MemoryPlan, w *wiring, cfg *config.Config) {
+	w.mu.Lock()
+	facts := factsOf(w.place)
+	w.mu.Unlock()
+	for i := range plan.Needs {
+		for j := range cfg.Pipelines {
+			if pc := &cfg.Pipelines[j]; pc.Name == plan.Needs[i].Pipeline {
+				plan.Needs[i].PoolOnDevice, _ = framePlace(pc, cfg, facts)
+			}
+		}
 	}
 }
