@@ -24,9 +24,10 @@ import (
 // each fed one stream through its stdin on the schedule nvdecbench's
 // replay keeps, each writing one framecrc line a picture to its stdout.
 type baseline struct {
-	path    string // the ffmpeg binary
-	threads string // its decoder's -threads; "auto" is ffmpeg's default
-	hwaccel bool   // -hwaccel cuda -hwaccel_output_format cuda: NVDEC, pictures left on the GPU
+	path    string        // the ffmpeg binary
+	threads string        // its decoder's -threads; "auto" is ffmpeg's default
+	hwaccel bool          // -hwaccel cuda -hwaccel_output_format cuda: NVDEC, pictures left on the GPU
+	stagger time.Duration // between one process's start and the next's
 }
 
 func (b baseline) name() string {
@@ -66,7 +67,7 @@ func (b baseline) args(c h26x.Codec, fps float64) []string {
 }
 
 // parseBaselines reads -ffmpeg-threads: a comma list of -threads values.
-func parseBaselines(path, threads string, hwaccel bool) ([]baseline, error) {
+func parseBaselines(path, threads string, hwaccel bool, stagger time.Duration) ([]baseline, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -76,7 +77,7 @@ func parseBaselines(path, threads string, hwaccel bool) ([]baseline, error) {
 		if n, err := strconv.Atoi(t); t != "auto" && (err != nil || n < 0) {
 			return nil, fmt.Errorf("-ffmpeg-threads: %q is not auto or a number of threads", t)
 		}
-		bs = append(bs, baseline{path: path, threads: t, hwaccel: hwaccel})
+		bs = append(bs, baseline{path: path, threads: t, hwaccel: hwaccel, stagger: stagger})
 	}
 	return bs, nil
 }
@@ -221,6 +222,7 @@ func measureFFmpeg(b baseline, s *stream, n int, period time.Duration, seconds f
 	}
 	warm := warmup(s)
 	capacity := warm + int(seconds*fps) + 64
+	idle := gpuIdle(20 * time.Second)
 	t0 := time.Now()
 	procs := make([]*ffproc, 0, n)
 	kill := func() {
@@ -236,6 +238,7 @@ func measureFFmpeg(b baseline, s *stream, n int, period time.Duration, seconds f
 			return row{}, fmt.Errorf("%s, %d streams: %w", b.name(), n, err)
 		}
 		procs = append(procs, p)
+		time.Sleep(b.stagger)
 	}
 	// The warm-up, as the NVDEC side's: the first GOP as fast as each
 	// process reads it (process start, CUDA, the decoder, stream probing),
@@ -257,8 +260,12 @@ func measureFFmpeg(b baseline, s *stream, n int, period time.Duration, seconds f
 	}
 	wg.Wait()
 	if err := settle(procs, feeds, 60*time.Second); err != nil {
+		// how many failed, and what the others hold on the GPU
+		time.Sleep(3 * time.Second)
+		gone, mem := ended(procs), gpuMemory()
 		kill()
-		return row{}, fmt.Errorf("%s, %d streams: %w", b.name(), n, err)
+		return row{}, fmt.Errorf("%s, %d streams: %d processes ended while warming up, GPU memory in use then %s MiB (before the processes: %s MiB); %w",
+			b.name(), n, gone, mem, idle, err)
 	}
 	made := time.Since(t0)
 	start := time.Now().Add(100 * time.Millisecond)
@@ -306,8 +313,8 @@ func measureFFmpeg(b baseline, s *stream, n int, period time.Duration, seconds f
 	slices.Sort(lat)
 	r.fill(cpu, wall, lat)
 	r.print()
-	fmt.Printf("#   %s: %d pictures written and not out by the end; this process %s ms CPU a picture feeding them; ffmpeg with its start-up: %.1f s CPU a process\n",
-		r.name, behind, ms(self/time.Duration(max(1, r.decoded))), life.Seconds()/float64(n))
+	fmt.Printf("#   %s: %d pictures written and not out by the end; this process %s ms CPU a picture feeding them; ffmpeg with its start-up: %.1f s CPU a process; GPU memory before the processes %s MiB\n",
+		r.name, behind, ms(self/time.Duration(max(1, r.decoded))), life.Seconds()/float64(n), idle)
 	return r, nil
 }
 
@@ -390,6 +397,33 @@ func gpuMemory() string {
 		return "-"
 	}
 	return strings.TrimSpace(strings.Split(string(out), "\n")[0])
+}
+
+// ended is how many of procs have ended.
+func ended(procs []*ffproc) int {
+	n := 0
+	for _, p := range procs {
+		select {
+		case <-p.read:
+			n++
+		default:
+		}
+	}
+	return n
+}
+
+// gpuIdle waits, up to limit, until the GPU's memory in use stops falling
+// (the driver frees an ended process's memory after it has gone) and
+// returns it.
+func gpuIdle(limit time.Duration) string {
+	last, since := gpuMemory(), time.Now()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline) && time.Since(since) < time.Second; {
+		time.Sleep(200 * time.Millisecond)
+		if m := gpuMemory(); m != last {
+			last, since = m, time.Now()
+		}
+	}
+	return last
 }
 
 func childCPU(procs []*ffproc) time.Duration {
