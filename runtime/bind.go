@@ -40,6 +40,10 @@ type postPlan struct {
 // reported, each at the key that decides it; the error is a
 // *config.Error.
 func planEngine(c *config.Config, pc *config.Pipeline, sig trt.Signature, md *trt.Metadata) (enginePlan, error) {
+	if pc.Batched() {
+		// Preprocessing and post-processing see one entry of the batch.
+		sig = entrySignature(sig)
+	}
 	b := &binder{c: c, pc: pc, sig: sig, md: md, i: indexIn(c.Pipelines, pc)}
 	b.plan.in = -1
 	b.planInput()

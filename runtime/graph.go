@@ -109,21 +109,38 @@ func isAbsent(err error) bool {
 
 // newPipeline builds a pipeline of g (not started) around hot.
 func (g *graph) newPipeline(pc *config.Pipeline, hot *trt.Hot) *pipeline {
-	d, c := g.d, g.cfg
+	c := g.cfg
 	if hot == nil {
 		hot = &trt.Hot{}
 	}
-	p := &pipeline{host: d, newGPU: d.opts.Factories.GPUPreprocess, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(pc.Source),
-		log: d.log.With("pipeline", pc.Name), hot: hot, mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
-	p.frameAlloc = func() (umem.Allocator, error) { return d.frameAllocator(p) }
+	cams := pc.Cameras()
+	p := g.newLane(pc, cams[0], hot)
+	if pc.Batched() {
+		p.bat = &batchGroup{lanes: []*pipeline{p}}
+		for _, name := range cams[1:] {
+			l := g.newLane(pc, name, hot)
+			l.bat = p.bat
+			p.bat.lanes = append(p.bat.lanes, l)
+		}
+	}
 	p.life.key = pipelineKey(c, pc)
 	p.life.engine = engineKey(c, pc)
 	p.life.model = modelPath(c, c.Model(pc.Model))
 	for _, name := range pc.Sensors {
 		p.rings = append(p.rings, g.sensors[name].ring)
 	}
+	return p
+}
+
+// newLane builds the part of pipeline pc that camera src feeds: the
+// pipeline itself, or one lane of a batched pipeline.
+func (g *graph) newLane(pc *config.Pipeline, src string, hot *trt.Hot) *pipeline {
+	d, c := g.d, g.cfg
+	p := &pipeline{host: d, newGPU: d.opts.Factories.GPUPreprocess, stall: c.Daemon.StallTimeout.Duration, conf: c, cfg: pc, scfg: c.Source(src),
+		log: d.log.With("pipeline", pc.Name), hot: hot, mb: newMailbox(pc.Schedule == "latest", pc.Queue)}
+	p.frameAlloc = func() (umem.Allocator, error) { return d.frameAllocator(p) }
 	if d.preview != nil {
-		p.tap = d.preview.Tap(preview.Key{Pipeline: pc.Name, Source: pc.Source})
+		p.tap = d.preview.Tap(preview.Key{Pipeline: pc.Name, Source: src})
 		p.previewMatrix = preview.Matrix{BT709: pc.Preprocess.ColorMatrix == "bt709", FullRange: pc.Preprocess.ColorRange == "full"}
 	}
 	return p
@@ -151,10 +168,12 @@ func SlotSize(src sensors.Source, sc *config.Source) int {
 }
 
 // startPipeline allocates the pipeline's frame pool, starts its source and
-// its two goroutines. An optional source that is absent is waited for by
-// the capture loop. On error nothing of it runs.
+// its two goroutines (a batched pipeline: each camera's pool and source, a
+// capture goroutine per camera and the inference goroutine). An optional
+// source that is absent is waited for by the capture loop. On error
+// nothing of it runs.
 func (d *daemon) startPipeline(p *pipeline) (err error) {
-	sc, pc := p.scfg, p.cfg
+	pc := p.cfg
 	p.sinks = p.sinks[:0]
 	for _, name := range pc.Sinks {
 		e := d.sinks[name]
@@ -163,20 +182,67 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		}
 		p.sinks = append(p.sinks, e.sink)
 	}
-	if p.src == nil {
-		return fmt.Errorf("pipeline %q: no source built", pc.Name)
+	lanes := p.lanesOf()
+	for _, l := range lanes {
+		if l.src == nil {
+			return fmt.Errorf("pipeline %q: no source built for %q", pc.Name, l.scfg.Name)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			cancel()
-			p.src.Close()
-			if p.pool != nil {
-				p.pool.Close()
-				p.pool = nil
+			for _, l := range lanes {
+				l.src.Close()
+				if l.pool != nil {
+					l.pool.Close()
+					l.pool = nil
+				}
+			}
+			if p.bat != nil && p.bat.b != nil {
+				p.bat.b.Close()
+				p.bat.b = nil
 			}
 		}
 	}()
+	if p.bat != nil {
+		if err := p.newBatcher(); err != nil {
+			return err
+		}
+	}
+	for _, l := range lanes {
+		if err := d.startLane(ctx, l); err != nil {
+			return err
+		}
+	}
+	p.life.cancel, p.life.done = cancel, make(chan struct{})
+	p.started = monoNow()
+	p.stampInfer()
+	done := make(chan struct{}, len(lanes)+1)
+	for _, l := range lanes {
+		l.started = p.started
+		l.stampCapture()
+		go func() { defer func() { done <- struct{}{} }(); l.capture(ctx) }()
+	}
+	infer := p.infer
+	if p.bat != nil {
+		infer = p.inferBatches
+	}
+	go func() { defer func() { done <- struct{}{} }(); infer(ctx) }()
+	go func() {
+		for range len(lanes) + 1 {
+			<-done
+		}
+		close(p.life.done)
+	}()
+	return nil
+}
+
+// startLane allocates the frame pool of a pipeline's camera (the
+// pipeline, or one lane of a batched pipeline) and starts its source. An
+// optional source that is absent is waited for by its capture loop.
+func (d *daemon) startLane(ctx context.Context, p *pipeline) (err error) {
+	sc, pc := p.scfg, p.cfg
 	slots, size := poolSlots(sc, pc), SlotSize(p.src, sc)
 	if _, err = p.frames(); err != nil {
 		return err
@@ -191,20 +257,13 @@ func (d *daemon) startPipeline(p *pipeline) (err error) {
 		p.log.Info("optional source absent; waiting for it", "source", sc.Name, "device", sc.Device, "err", err)
 		p.state.Store(int32(stateWaiting))
 		p.setDownWhy(err)
-	} else {
-		p.sourceUpEvent(p.rs.started())
-		p.log.Info("pipeline started", "source", sc.Name, "format", p.src.Format().String(), "model", pc.Model,
-			"input", fmt.Sprintf("%dx%dx%d", p.c, p.h, p.w), "schedule", pc.Schedule)
-		p.logDecoder()
+		return nil
 	}
-	p.life.cancel, p.life.done = cancel, make(chan struct{})
-	p.started = monoNow()
-	p.stampCapture()
-	p.stampInfer()
-	done := make(chan struct{}, 2)
-	go func() { defer func() { done <- struct{}{} }(); p.capture(ctx) }()
-	go func() { defer func() { done <- struct{}{} }(); p.infer(ctx) }()
-	go func() { <-done; <-done; close(p.life.done) }()
+	p.sourceUpEvent(p.rs.started())
+	h := p.head()
+	p.log.Info("pipeline started", "source", sc.Name, "format", p.src.Format().String(), "model", pc.Model,
+		"input", fmt.Sprintf("%dx%dx%d", h.c, h.h, h.w), "schedule", pc.Schedule)
+	p.logDecoder()
 	return nil
 }
 
@@ -216,15 +275,14 @@ func (d *daemon) stopPipeline(p *pipeline, deadline time.Time) error {
 		return nil
 	}
 	p.life.stopped = true
+	lanes := p.lanesOf()
 	if p.life.cancel == nil { // built, never started
-		if p.src != nil {
-			p.src.Close()
-		}
+		p.closeSources()
 		p.closePreprocessors()
 		return nil
 	}
 	p.life.cancel()
-	p.src.Close() // a Next blocked in a device wakes up
+	p.closeSources() // a Next blocked in a device wakes up
 	var err error
 	select {
 	case <-p.life.done:
@@ -233,12 +291,26 @@ func (d *daemon) stopPipeline(p *pipeline, deadline time.Time) error {
 	}
 	p.mb.drain()
 	if err == nil {
+		if p.bat != nil && p.bat.b != nil {
+			p.bat.b.Close() // releases the frames waiting for a batch
+		}
 		p.closePreprocessors()
-		if p.pool != nil {
-			p.pool.Close()
+		for _, l := range lanes {
+			if l.pool != nil {
+				l.pool.Close()
+			}
 		}
 	}
 	return err
+}
+
+// closeSources closes the source of each of the pipeline's cameras.
+func (p *pipeline) closeSources() {
+	for _, l := range p.lanesOf() {
+		if l.src != nil {
+			l.src.Close()
+		}
+	}
 }
 
 // startSensor starts a serial sensor and its supervising goroutine. A
@@ -345,6 +417,11 @@ func (m *model) loadFile(ctx context.Context, d *daemon, lg *lastGood, start boo
 			// is unusable now (torn, still being written); exit 1 lets
 			// Restart= retry.
 			cause := err
+			for _, p := range fresh {
+				if berr := BatchProblem(p.conf, p.cfg, err); berr != err {
+					return berr // the configuration asks what the model cannot do
+				}
+			}
 			if !start || len(fresh) != len(m.targets) {
 				return cause
 			}
@@ -396,17 +473,18 @@ func frameSize(sc *config.Source) int {
 }
 
 func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
-	return LoadOptions(m.cfg, p.cfg, d.alloc)
+	return LoadOptions(p.conf, m.cfg, p.cfg, d.alloc)
 }
 
-// LoadOptions are the options model mc's engine for pipeline pc (nil: no
-// pipeline) is loaded with, tensors from alloc: the daemon's and edged
-// check's.
-func LoadOptions(mc *config.Model, pc *config.Pipeline, alloc umem.Allocator) trt.LoadOptions {
+// LoadOptions are the options model mc's engine for pipeline pc of c
+// (nil: no pipeline) is loaded with, tensors from alloc: the daemon's and
+// edged check's. A batched pipeline's engine is loaded for its BatchSize.
+func LoadOptions(c *config.Config, mc *config.Model, pc *config.Pipeline, alloc umem.Allocator) trt.LoadOptions {
 	o := trt.LoadOptions{Name: mc.Name, Alloc: alloc, Threads: max(mc.Threads, 1)}
 	if pc == nil {
 		return o
 	}
+	o.Batch, _ = BatchSize(c, pc)
 	if pp := pc.Preprocess; pp.Width > 0 && pp.Height > 0 {
 		o.Image = &trt.ImageShape{Input: pp.Input, Height: int64(pp.Height), Width: int64(pp.Width), Layout: pp.Layout}
 	}
@@ -502,6 +580,9 @@ func (m *model) stageInto(ctx context.Context, d *daemon, ps []*pipeline, data [
 		loads[i], hots[i] = m.loadOptions(d, p), p.hot
 	}
 	set, i, err := reload.StageSet(ctx, data, base, loads, make([]trt.Signature, len(ps)), reload.StageOptions{Backend: m.backend})
+	if berr := BatchProblem(ps[i].conf, ps[i].cfg, err); berr != err {
+		return berr
+	}
 	if err != nil {
 		return fmt.Errorf("model %q (%s) for pipeline %q: %w", m.cfg.Name, from, ps[i].cfg.Name, err)
 	}
@@ -528,7 +609,7 @@ func (m *model) stageInto(ctx context.Context, d *daemon, ps []*pipeline, data [
 // returned in a Hot of its own, which the caller closes.
 func LoadEngine(ctx context.Context, c *config.Config, mc *config.Model, pc *config.Pipeline, backend trt.Backend, alloc umem.Allocator) (*trt.Hot, error) {
 	hot := &trt.Hot{}
-	load := LoadOptions(mc, pc, alloc)
+	load := LoadOptions(c, mc, pc, alloc)
 	if name, ok := mc.Builtin(); ok {
 		data, err := config.BuiltinModel(name)
 		if err != nil {
@@ -575,7 +656,7 @@ func ShareEngine(ctx context.Context, c *config.Config, base *trt.Hot, mc *confi
 	}
 	defer gen.Release()
 	o := reload.StageOptions{Backend: backend, Model: func() ([]byte, error) { return modelContent(c, mc, gen.SHA256) }}
-	set, _, err := reload.StageSet(ctx, nil, gen.Engine, []trt.LoadOptions{LoadOptions(mc, pc, alloc)}, []trt.Signature{{}}, o)
+	set, _, err := reload.StageSet(ctx, nil, gen.Engine, []trt.LoadOptions{LoadOptions(c, mc, pc, alloc)}, []trt.Signature{{}}, o)
 	if err != nil {
 		return nil, err
 	}

@@ -158,59 +158,77 @@ func PlanMemory(c *config.Config, sizes SourceSizes, discreteGPU bool) MemoryPla
 	holder := map[string]string{} // model -> the pipeline whose need counts it
 	for i := range c.Pipelines {
 		pc := &c.Pipelines[i]
-		sc, mc := c.Source(pc.Source), c.Model(pc.Model)
-		if sc == nil || mc == nil {
-			continue
+		// A batched pipeline: a need per camera, its engine (model and
+		// tensors) counted at the first.
+		for j, cam := range pc.Cameras() {
+			plan.Needs = planNeed(c, sizes, discreteGPU, i, j, c.Source(cam), holder, plan.Needs)
 		}
-		n := MemoryNeed{Pipeline: pc.Name, Model: mc.Name, pipe: i, source: indexIn(c.Sources, sc), model: indexIn(c.Models, mc)}
-		n.Slots = poolSlots(sc, pc)
-		depth := "mailbox 1"
-		if pc.Schedule == "queue" {
-			depth = fmt.Sprintf("queue %d", pc.Queue)
-		}
-		n.slotsWhy = fmt.Sprintf("buffers %d + 2 + %s", sc.Buffers, depth)
-		size := frameSize(sc)
-		if sizes != nil {
-			size, n.DecodeBytes = sizes(pc, sc)
-		}
-		n.SlotBytes = int64(size)
-		n.frame = fmt.Sprintf("%dx%d %s", sc.Width, sc.Height, sc.Format)
-		switch {
-		case sc.Width == 0 || sc.Height == 0:
-			n.frame = "the recording's frame size"
-		case sc.Format != "RGB24" && sc.Format != "BGR24" && size == sc.Width*sc.Height*3:
-			n.frame += ", slots sized for RGB24" // frameSize: decoded frames land as RGB24
-		}
-		n.ModelBytes = modelBytes(c, mc)
-		if first, ok := holder[mc.Name]; ok {
-			n.SharedWith = first
-		} else {
-			holder[mc.Name] = pc.Name
-			n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
-		}
-		bn, _ := config.ModelBackend(mc)
-		n.OnDevice = discreteGPU && bn == "tensorrt"
-		inW, inH := pc.Preprocess.Width, pc.Preprocess.Height
-		if bn == "onnx" {
-			t := modelTensors(c, mc, pc)
-			n.TensorBytes, n.tensorsWhy, n.tensorsKey = t.bytes, t.why, fmt.Sprintf("model[%d].path", n.model)
-			if t.fromPreprocess {
-				n.tensorsKey = fmt.Sprintf("pipeline[%d].preprocess.width", i)
-			}
-			if t.w > 0 {
-				inW, inH = t.w, t.h
-			}
-		}
-		if inW > 0 && inH > 0 {
-			srcW, srcH := sc.Width, sc.Height
-			if srcW <= 0 || srcH <= 0 {
-				srcW, srcH = inW, inH
-			}
-			n.PreBytes = preprocess.WorkBytes(srcW, srcH, inW, inH, pc.Preprocess.Threads)
-		}
-		plan.Needs = append(plan.Needs, n)
 	}
 	return plan
+}
+
+// planNeed appends what camera j of pipeline i needs (sc: its source).
+func planNeed(c *config.Config, sizes SourceSizes, discreteGPU bool, i, j int, sc *config.Source, holder map[string]string, needs []MemoryNeed) []MemoryNeed {
+	pc := &c.Pipelines[i]
+	mc := c.Model(pc.Model)
+	if sc == nil || mc == nil {
+		return needs
+	}
+	n := MemoryNeed{Pipeline: pc.Name, Model: mc.Name, pipe: i, source: indexIn(c.Sources, sc), model: indexIn(c.Models, mc)}
+	if pc.Batched() {
+		n.Pipeline = pc.Name + "/" + sc.Name
+	}
+	n.Slots = poolSlots(sc, pc)
+	depth := "mailbox 1"
+	if pc.Schedule == "queue" {
+		depth = fmt.Sprintf("queue %d", pc.Queue)
+	}
+	n.slotsWhy = fmt.Sprintf("buffers %d + 2 + %s", sc.Buffers, depth)
+	size := frameSize(sc)
+	if sizes != nil {
+		size, n.DecodeBytes = sizes(pc, sc)
+	}
+	n.SlotBytes = int64(size)
+	n.frame = fmt.Sprintf("%dx%d %s", sc.Width, sc.Height, sc.Format)
+	switch {
+	case sc.Width == 0 || sc.Height == 0:
+		n.frame = "the recording's frame size"
+	case sc.Format != "RGB24" && sc.Format != "BGR24" && size == sc.Width*sc.Height*3:
+		n.frame += ", slots sized for RGB24" // frameSize: decoded frames land as RGB24
+	}
+	n.ModelBytes = modelBytes(c, mc)
+	if j > 0 {
+		n.SharedWith = pc.Name + "/" + pc.Sources[0]
+		n.PreBytes = 0
+		return append(needs, n)
+	}
+	if first, ok := holder[mc.Name]; ok {
+		n.SharedWith = first
+	} else {
+		holder[mc.Name] = pc.Name
+		n.EngineBytes = int64(float64(n.ModelBytes) * reload.DefaultBudgetFactor)
+	}
+	bn, _ := config.ModelBackend(mc)
+	n.OnDevice = discreteGPU && bn == "tensorrt"
+	inW, inH := pc.Preprocess.Width, pc.Preprocess.Height
+	if bn == "onnx" {
+		t := modelTensors(c, mc, pc)
+		n.TensorBytes, n.tensorsWhy, n.tensorsKey = t.bytes, t.why, fmt.Sprintf("model[%d].path", n.model)
+		if t.fromPreprocess {
+			n.tensorsKey = fmt.Sprintf("pipeline[%d].preprocess.width", i)
+		}
+		if t.w > 0 {
+			inW, inH = t.w, t.h
+		}
+	}
+	if inW > 0 && inH > 0 {
+		srcW, srcH := sc.Width, sc.Height
+		if srcW <= 0 || srcH <= 0 {
+			srcW, srcH = inW, inH
+		}
+		n.PreBytes = preprocess.WorkBytes(srcW, srcH, inW, inH, pc.Preprocess.Threads)
+	}
+	return append(needs, n)
 }
 
 // engineTensors is what modelTensors found.
@@ -254,12 +272,20 @@ func modelTensors(c *config.Config, mc *config.Model, pc *config.Pipeline) engin
 	if err != nil {
 		return engineTensors{}
 	}
-	img := LoadOptions(mc, pc, nil).Image
+	img := LoadOptions(c, mc, pc, nil).Image
 	var t engineTensors
 	params := map[string]int64{} // dynamic input dimensions by name, as resolved
 	var parts []string
+	batch, _ := BatchSize(c, pc)
 	for i, v := range decl.Inputs {
 		dims := slices.Clone(v.Dims)
+		if batch > 0 && len(dims) > 0 && dims[0] < 0 {
+			// A batched pipeline's engine binds its largest batch.
+			dims[0] = int64(batch)
+			if p := v.Params[0]; p != "" {
+				params[p] = int64(batch)
+			}
+		}
 		if want := img.Resolve(v.Name, i == 0, dims); want != nil {
 			for k, d := range dims {
 				if d < 0 && k < len(want) {
@@ -584,6 +610,9 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 	var held []trt.Engine // one engine of each loaded model counted
 	for _, p := range g.all() {
 		n := MemoryNeed{Pipeline: p.cfg.Name}
+		if p.bat != nil { // as PlanMemory names a batched pipeline's needs
+			n.Pipeline += "/" + p.scfg.Name
+		}
 		if pool := p.framePool(); pool != nil && p.running() {
 			n.Slots, n.SlotBytes = pool.Len(), int64(pool.SlotSize())
 			n.PoolOnDevice = allocKind(p.alloc) == umem.KindDevice
@@ -601,13 +630,26 @@ func (g *graph) heldMemory(discreteGPU bool) MemoryPlan {
 			}
 			bn, _ := config.ModelBackend(mc)
 			n.OnDevice = discreteGPU && bn == "tensorrt"
-			for _, t := range slices.Concat(eng.Inputs(), eng.Outputs()) {
+			sig := trt.SignatureOf(eng) // a batched engine's largest batch, as bound
+			for _, t := range slices.Concat(sig.Inputs, sig.Outputs) {
 				if !n.OnDevice {
 					n.TensorBytes = satAdd(n.TensorBytes, max(t.Bytes(), 0))
 				}
 			}
 		}
 		plan.Needs = append(plan.Needs, n)
+		if p.bat == nil {
+			continue
+		}
+		for _, l := range p.bat.lanes[1:] { // the other cameras' frame pools
+			m := MemoryNeed{Pipeline: p.cfg.Name + "/" + l.scfg.Name}
+			if pool := l.framePool(); pool != nil && p.running() {
+				m.Slots, m.SlotBytes = pool.Len(), int64(pool.SlotSize())
+				m.PoolOnDevice = allocKind(l.alloc) == umem.KindDevice
+				_, m.DecodeBytes = SourceSize(l.src, l.scfg)
+			}
+			plan.Needs = append(plan.Needs, m)
+		}
 	}
 	return plan
 }
@@ -625,9 +667,18 @@ func (d *daemon) checkMemory(base, next *graph) error {
 	}
 	srcs, pipes := map[string]sensors.Source{}, map[string]*pipeline{}
 	for _, p := range next.pipelines {
-		srcs[p.cfg.Name], pipes[p.cfg.Name] = p.src, p
+		for _, l := range p.lanesOf() {
+			srcs[p.cfg.Name+"\x00"+l.scfg.Name] = l.src
+			name := p.cfg.Name // as PlanMemory names the need
+			if p.bat != nil {
+				name += "/" + l.scfg.Name
+			}
+			pipes[name] = l
+		}
 	}
-	plan := PlanMemory(next.cfg, func(pc *config.Pipeline, sc *config.Source) (int, int64) { return SourceSize(srcs[pc.Name], sc) }, discrete)
+	plan := PlanMemory(next.cfg, func(pc *config.Pipeline, sc *config.Source) (int, int64) {
+		return SourceSize(srcs[pc.Name+"\x00"+sc.Name], sc)
+	}, discrete)
 	markDevicePools(plan, pipes)
 	r, err := CheckMemory(next.cfg, plan, base.heldMemory(discrete), b)
 	if err != nil {

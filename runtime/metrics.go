@@ -328,7 +328,13 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 		// (read the other way round, frames captured and published between
 		// the two loads did: 53 captured, 55 results under qemu).
 		results, stale, corrupt := s.results.Load(), s.droppedStale.Load(), s.droppedCorrupt.Load()
-		e.counter(descCaptured, s.captured.Load(), name, p.scfg.Name)
+		lanes := p.lanesOf() // a batched pipeline: each of its cameras
+		for _, l := range lanes[1:] {
+			corrupt += l.stats.droppedCorrupt.Load()
+		}
+		for _, l := range lanes {
+			e.counter(descCaptured, l.stats.captured.Load(), name, l.scfg.Name)
+		}
 		e.counter(descDropped, stale, name, "stale")
 		e.counter(descDropped, corrupt, name, "corrupt")
 		e.counter(descResults, results, name)
@@ -345,19 +351,23 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 		if gen := p.hot.Current(); gen != nil {
 			e.gauge(descEngineInfo, 1, name, gen.Model, fmt.Sprint(gen.Number), gen.SHAPrefix(), gen.Engine.Backend())
 		}
-		if pool := p.framePool(); pool != nil {
-			for i, n := range pool.Stats().State {
+		var slots umem.PoolStats // the cameras' pools together
+		pooled := false
+		for _, l := range lanes {
+			if pool := l.framePool(); pool != nil {
+				pooled = true
+				for i, n := range pool.Stats().State {
+					slots.State[i] += n
+				}
+			}
+		}
+		if pooled {
+			for i, n := range slots.State {
 				e.gauge(descPoolSlots, float64(n), name, umem.SlotState(i).String())
 			}
 		}
-		if sources[p.scfg.Name] {
-			continue
-		}
-		sources[p.scfg.Name] = true
-		e.flag(descSourceUp, p.sourceUp.Load(), p.scfg.Name)
-		e.counter(descSourceStarts, s.reconnects.Load(), p.scfg.Name)
-		if c, ok := p.src.(interface{ Collector() prometheus.Collector }); ok {
-			c.Collector().Collect(e) // the source kind's own series
+		for _, l := range lanes {
+			collectCamera(e, l, sources)
 		}
 	}
 	for name, md := range g.models {
@@ -384,6 +394,20 @@ func (c daemonCollector) collectGraph(e emit, g *graph) {
 				e.counter(descLinesRejected, n, name, reason)
 			}
 		}
+	}
+}
+
+// collectCamera sends the series of the camera of pipeline (or lane) p,
+// once per source name.
+func collectCamera(e emit, p *pipeline, sources map[string]bool) {
+	if sources[p.scfg.Name] {
+		return
+	}
+	sources[p.scfg.Name] = true
+	e.flag(descSourceUp, p.sourceUp.Load(), p.scfg.Name)
+	e.counter(descSourceStarts, p.stats.reconnects.Load(), p.scfg.Name)
+	if c, ok := p.src.(interface{ Collector() prometheus.Collector }); ok {
+		c.Collector().Collect(e) // the source kind's own series
 	}
 }
 

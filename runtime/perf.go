@@ -38,13 +38,20 @@ type perfSample struct {
 }
 
 // processed records one frame through process.
-func (w *perfWatch) processed(ns int64) {
+func (w *perfWatch) processed(ns int64) { w.processedN(ns, 1) }
+
+// processedN records a batch of n frames (a batched pipeline's).
+func (w *perfWatch) processedN(ns int64, n int) {
 	w.busyNs.Add(ns)
-	w.frames.Add(1)
+	w.frames.Add(int64(n))
 }
 
 func (p *pipeline) perfSample(now int64) perfSample {
-	return perfSample{t: now, captured: p.stats.captured.Load(), results: p.stats.results.Load(),
+	var captured uint64
+	for _, l := range p.lanesOf() { // a batched pipeline: all its cameras
+		captured += l.stats.captured.Load()
+	}
+	return perfSample{t: now, captured: captured, results: p.stats.results.Load(),
 		inferN: p.stats.inferN.Load(), inferNs: p.stats.inferNs.Load(),
 		busyNs: p.perf.busyNs.Load(), frames: p.perf.frames.Load()}
 }
@@ -58,7 +65,7 @@ func (p *pipeline) slowness(now int64, throttle string) (why string, changed boo
 	w := &p.perf
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	requested := p.scfg.FPS
+	requested := p.requestedFPS()
 	if requested <= 0 || pipelineState(p.state.Load()) != stateRunning {
 		w.from = perfSample{} // waiting, or no rate asked for: start afresh
 		changed = w.throttled != ""
@@ -95,6 +102,19 @@ func (p *pipeline) slowness(now int64, throttle string) (why string, changed boo
 	changed = (why == "") != (w.slow == "") || (throttled == "") != (w.throttled == "")
 	w.slow, w.throttled = why, throttled
 	return why, changed
+}
+
+// requestedFPS is the results a second the pipeline's cameras ask for
+// (0: one of them runs as fast as it can).
+func (p *pipeline) requestedFPS() float64 {
+	var fps float64
+	for _, l := range p.lanesOf() {
+		if l.scfg.FPS <= 0 {
+			return 0
+		}
+		fps += l.scfg.FPS
+	}
+	return fps
 }
 
 // slowReason says why a pipeline achieves fewer results per second than

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edged-dev/edged/runtime/batch"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/postprocess"
 	"github.com/edged-dev/edged/runtime/preprocess"
@@ -76,6 +77,11 @@ type pipeline struct {
 	sinks  []Sink
 	rings  []*sensors.Ring
 	mb     mailbox
+	// bat is a batched pipeline's cameras (pipeline_batch.go), shared by
+	// its lanes; nil for a pipeline of one source. cam is this lane's
+	// place in its Batcher.
+	bat *batchGroup
+	cam batch.Camera
 
 	// fixed at start from the engine signature
 	inIdx     int
@@ -280,9 +286,15 @@ func (p *pipeline) deliver(ctx context.Context) error {
 		if s, ok := f.Slot.(frameSlot); ok {
 			s.SetState(umem.SlotReady)
 		}
-		n, ok := p.mb.put(ctx, f)
+		var n int
+		var ok bool
+		if p.bat != nil {
+			n, ok = p.putBatch(ctx, f)
+		} else {
+			n, ok = p.mb.put(ctx, f)
+		}
 		if n > 0 {
-			p.stats.droppedStale.Add(uint64(n))
+			p.head().stats.droppedStale.Add(uint64(n))
 		}
 		if !ok {
 			return ctx.Err()
@@ -318,9 +330,13 @@ func (p *pipeline) idle() time.Duration {
 // frame rate, a camera's poll) is making progress now: only a loop stuck
 // in a call is not.
 func (p *pipeline) progress(now int64) (capture, infer int64) {
-	capture, infer = p.captureStamp.Load(), p.inferStamp.Load()
-	if pc, ok := p.src.(sensors.Pacer); ok && pc.Pacing() {
-		capture = now
+	capture, infer = now, p.inferStamp.Load()
+	for _, l := range p.lanesOf() { // a batched pipeline: its least recent camera
+		c := l.captureStamp.Load()
+		if pc, ok := l.src.(sensors.Pacer); ok && pc.Pacing() {
+			c = now
+		}
+		capture = min(capture, c)
 	}
 	return capture, infer
 }
@@ -362,13 +378,22 @@ func (p *pipeline) announceUp() {
 	p.host.publishStatus("source_up", p.cfg.Name, p.scfg.Name, "")
 }
 
+// batchLive tells a batched pipeline's Batcher whether this lane's camera
+// delivers (batches stop waiting for one that is down).
+func (p *pipeline) batchLive(live bool) {
+	if p.bat != nil && p.bat.b != nil {
+		p.bat.b.SetLive(p.cam, live)
+	}
+}
+
 // sourceDownEvent records the end of a run of the source (err: why);
 // announce: it is news (restarts.ended), logged and sent as source_down;
 // otherwise the source fails again while it is down, and that is logged
 // at most once per 10 s with the delay before the next start, retry.
 func (p *pipeline) sourceDownEvent(err error, announce bool, retry time.Duration) {
 	p.sourceUp.Store(false)
-	p.published.Store(false)
+	p.batchLive(false)
+	p.head().published.Store(false)
 	p.state.Store(int32(stateWaiting))
 	reason := "stopped"
 	if err != nil {
@@ -542,6 +567,12 @@ func (p *pipeline) untap(tapped bool, seq uint64, why string) {
 // must have the same signature.
 func (p *pipeline) bind(eng trt.Engine) error {
 	plan, err := planEngine(p.conf, p.cfg, trt.SignatureOf(eng), trt.MetadataOf(eng))
+	if err == nil && p.bat != nil {
+		err = p.bat.bindViews(eng, plan.in)
+		if err != nil {
+			err = fmt.Errorf("%w: pipeline %q: %w", config.ErrInvalid, p.cfg.Name, err)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -553,8 +584,11 @@ func (p *pipeline) bind(eng trt.Engine) error {
 	if err := p.newPreprocessors(plan.pre); err != nil {
 		return err
 	}
-	if p.src != nil {
-		p.announceInput()
+	for _, l := range p.lanesOf() {
+		if l.src != nil {
+			l.c, l.h, l.w = p.c, p.h, p.w
+			l.announceInput()
+		}
 	}
 	if err := p.bindPost(plan, eng); err != nil {
 		return err
@@ -569,7 +603,7 @@ func (p *pipeline) bind(eng trt.Engine) error {
 // bindPost builds the post-processors of plan for eng's outputs and the
 // record they fill.
 func (p *pipeline) bindPost(plan enginePlan, eng trt.Engine) error {
-	outs := trt.SignatureOf(eng).Outputs
+	outs := planSignature(p.cfg, eng).Outputs
 	post := make([]*postprocess.Processor, 0, len(plan.post))
 	postOut := make([][]int, 0, len(plan.post))
 	postIn := make([][]*trt.Tensor, 0, len(plan.post))

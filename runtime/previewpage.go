@@ -37,7 +37,9 @@ func (d *daemon) configurePreview(old, cfg *config.Config) {
 func (d *daemon) keepPictures(g *graph) {
 	keys := make([]preview.Key, 0, len(g.cfg.Pipelines))
 	for _, pc := range g.cfg.Pipelines {
-		keys = append(keys, preview.Key{Pipeline: pc.Name, Source: pc.Source})
+		for _, cam := range pc.Cameras() {
+			keys = append(keys, preview.Key{Pipeline: pc.Name, Source: cam})
+		}
 	}
 	d.preview.Keep(keys)
 }
@@ -57,8 +59,11 @@ func (d *daemon) previewStatus() preview.Status {
 		st.Pipelines = append(st.Pipelines, d.pipelineStatus(p, now))
 	}
 	for name, f := range g.failed {
-		st.Pipelines = append(st.Pipelines, preview.Pipeline{Name: name, State: "failed", Reason: f.err.Error(),
-			Sources: []preview.Source{{Name: f.p.cfg.Source, Reason: "its pipeline failed"}}})
+		fp := preview.Pipeline{Name: name, State: "failed", Reason: f.err.Error()}
+		for _, cam := range f.p.cfg.Cameras() {
+			fp.Sources = append(fp.Sources, preview.Source{Name: cam, Reason: "its pipeline failed"})
+		}
+		st.Pipelines = append(st.Pipelines, fp)
 	}
 	d.latency.prune(live)
 	sort.Slice(st.Pipelines, func(i, j int) bool { return st.Pipelines[i].Name < st.Pipelines[j].Name })
@@ -70,19 +75,25 @@ var stateNames = map[pipelineState]string{stateStarting: "starting", stateWaitin
 
 // pipelineStatus is one pipeline on the page.
 func (d *daemon) pipelineStatus(p *pipeline, now int64) preview.Pipeline {
-	st := preview.Pipeline{Name: p.cfg.Name, State: stateNames[pipelineState(p.state.Load())], Requested: p.scfg.FPS,
+	st := preview.Pipeline{Name: p.cfg.Name, State: stateNames[pipelineState(p.state.Load())],
 		Results: p.stats.results.Load(), Dropped: p.stats.droppedStale.Load() + p.stats.droppedCorrupt.Load()}
-	src := preview.Source{Name: p.scfg.Name, Up: p.sourceUp.Load()}
-	if why := p.downWhy.Load(); why != nil && !src.Up {
-		src.Reason = *why
-		if st.State == "waiting" {
-			st.Reason = "waiting for " + p.scfg.Name
+	for _, l := range p.lanesOf() { // a batched pipeline: each of its cameras
+		st.Requested += l.scfg.FPS
+		src := preview.Source{Name: l.scfg.Name, Up: l.sourceUp.Load()}
+		if why := l.downWhy.Load(); why != nil && !src.Up {
+			src.Reason = *why
+			if st.State == "waiting" && st.Reason == "" {
+				st.Reason = "waiting for " + l.scfg.Name
+			}
 		}
+		if f := l.format.Load(); f != nil {
+			src.Format = *f
+		}
+		if l != p {
+			st.Dropped += l.stats.droppedCorrupt.Load()
+		}
+		st.Sources = append(st.Sources, src)
 	}
-	if f := p.format.Load(); f != nil {
-		src.Format = *f
-	}
-	st.Sources = []preview.Source{src}
 	if gen := p.hot.Current(); gen != nil {
 		st.Engine = &preview.Engine{Model: gen.Model, Backend: gen.Engine.Backend(), Generation: gen.Number, SHA256: gen.SHAPrefix()}
 	}

@@ -90,11 +90,22 @@ func pipelineKey(c *config.Config, pc *config.Pipeline) string {
 		Sinks     []*config.Sink
 		SinkFiles []string
 		Stall     time.Duration
-	}{Pipeline: *pc, Source: c.Source(pc.Source), Stall: c.Daemon.StallTimeout.Duration}
-	k.SrcFiles = c.SourceFiles(k.Source)
-	if k.Source != nil && k.Source.Path != "" {
-		k.Replay = c.Resolve(k.Source.Path)
-		k.Recording = fileStamp(k.Replay)
+		// The other cameras of a batched pipeline, as Source, SrcFiles,
+		// Replay and Recording for its first.
+		More []string
+	}{Pipeline: *pc, Stall: c.Daemon.StallTimeout.Duration}
+	for i, name := range pc.Cameras() {
+		sc := c.Source(name)
+		files, replay, recording := c.SourceFiles(sc), "", ""
+		if sc != nil && sc.Path != "" {
+			replay = c.Resolve(sc.Path)
+			recording = fileStamp(replay)
+		}
+		if i == 0 {
+			k.Source, k.SrcFiles, k.Replay, k.Recording = sc, files, replay, recording
+			continue
+		}
+		k.More = append(k.More, configKey(sc), files, replay, recording)
 	}
 	for _, s := range pc.Sensors {
 		k.Sensors = append(k.Sensors, c.Source(s))
@@ -161,7 +172,8 @@ func engineKey(c *config.Config, pc *config.Pipeline) string {
 		Threads       int
 		Input         string
 		Width, Height int
-	}{backendKey(c, mc), max(mc.Threads, 1), pp.Input, pp.Width, pp.Height})
+		Batch         int `json:",omitempty"`
+	}{backendKey(c, mc), max(mc.Threads, 1), pp.Input, pp.Width, pp.Height, batchOf(c, pc)})
 }
 
 // modelKey covers a model and the engines of every pipeline using it: a
@@ -459,15 +471,35 @@ func (pr *preparing) pipelines() error {
 			continue
 		}
 		p := next.newPipeline(pc, hot)
-		src, err := pr.d.opts.Factories.Camera(p.scfg, c)
-		if err != nil {
-			if err := pr.fail(p, fmt.Errorf("%w: source %q: %w", config.ErrInvalid, p.scfg.Name, err)); err != nil {
+		if err := pr.cameras(p); err != nil {
+			if err := pr.fail(p, err); err != nil {
 				return err
 			}
 			continue
 		}
-		p.src = src
 		next.pipelines = append(next.pipelines, p)
+	}
+	return nil
+}
+
+func batchOf(c *config.Config, pc *config.Pipeline) int {
+	n, _ := BatchSize(c, pc)
+	return n
+}
+
+// cameras constructs the source of each of p's cameras (not opened); on
+// an error those made are closed.
+func (pr *preparing) cameras(p *pipeline) error {
+	lanes := p.lanesOf()
+	for i, l := range lanes {
+		src, err := pr.d.opts.Factories.Camera(l.scfg, pr.c)
+		if err != nil {
+			for _, m := range lanes[:i] {
+				m.src.Close()
+			}
+			return fmt.Errorf("%w: source %q: %w", config.ErrInvalid, l.scfg.Name, err)
+		}
+		l.src = src
 	}
 	return nil
 }
@@ -543,7 +575,7 @@ func (pr *preparing) bindCarried() error {
 				if err := pr.fail(p, err); err != nil {
 					return err
 				}
-				p.src.Close()
+				p.closeSources()
 				continue
 			}
 		}

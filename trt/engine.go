@@ -193,14 +193,29 @@ type Engine interface {
 	Close() error
 }
 
-// SignatureOf returns the resolved tensor signature of an engine.
+// SignatureOf returns the resolved tensor signature of an engine. A
+// Batched engine's is that of its largest batch, whatever SetBatch chose
+// last: what the engine is, not what its next inference runs.
 func SignatureOf(e Engine) Signature {
 	var s Signature
+	top := 0
+	if b, ok := e.(Batched); ok && b.MaxBatch() > 0 {
+		top, _ = b.BatchDim().Fits(b.MaxBatch())
+	}
+	spec := func(t *Tensor) TensorSpec {
+		if top == 0 || len(t.Shape) == 0 || t.Shape[0] == int64(top) {
+			return t.TensorSpec
+		}
+		c := t.TensorSpec
+		c.Shape = append([]int64(nil), t.Shape...)
+		c.Shape[0] = int64(top)
+		return c
+	}
 	for _, t := range e.Inputs() {
-		s.Inputs = append(s.Inputs, t.TensorSpec)
+		s.Inputs = append(s.Inputs, spec(t))
 	}
 	for _, t := range e.Outputs() {
-		s.Outputs = append(s.Outputs, t.TensorSpec)
+		s.Outputs = append(s.Outputs, spec(t))
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -265,6 +266,12 @@ func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config
 			if errors.Is(err, trt.ErrMemory) {
 				c = exitFailure // memory in use now
 			}
+			if berr := edruntime.BatchProblem(cfg, pc, err); berr != err {
+				for _, line := range splitLines(berr.Error()) {
+					r.fail(exitConfig, "%s", line)
+				}
+				return
+			}
 			r.fail(c, "model %s (%s): %v", m.Name, cfg.Resolve(m.Path), err)
 			return
 		}
@@ -297,6 +304,9 @@ func checkModelFor(ctx context.Context, r *report, w *wiring, cfg *config.Config
 			continue
 		}
 		r.ok("pipeline %s: its preprocessing and post-processing fit model %s", pc.Name, m.Name)
+		if b, ok := e.(trt.Batched); ok && pc.Batched() {
+			r.note("pipeline %s: %s", pc.Name, edruntime.BatchNote(cfg, pc, b.BatchDim()))
+		}
 	}
 	r.note("model %s: %s", m.Name, modelSharing(cfg, m, users, batch))
 }
@@ -592,7 +602,7 @@ func readModel(path string, maxBytes int64) ([]byte, error) {
 // frames from: run builds exactly those (Factories.Camera).
 func fedByCamera(cfg *config.Config, name string) bool {
 	for _, pc := range cfg.Pipelines {
-		if pc.Source == name {
+		if slices.Contains(pc.Cameras(), name) {
 			return true
 		}
 	}

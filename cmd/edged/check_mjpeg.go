@@ -18,43 +18,52 @@ import (
 func checkMJPEG(wr *wiring, cfg *config.Config, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
-		sc := cfg.Source(pc.Source)
-		if sc == nil {
-			continue
-		}
-		if sc.Kind == replay.Kind {
-			f, dir, err := replayFormat(cfg.Resolve(sc.Path), 0)
-			if err != nil || dir || f.Pixel != sensors.MJPEG {
-				continue
+		for _, cam := range pc.Cameras() {
+			if sc := cfg.Source(cam); sc != nil {
+				checkCameraMJPEG(wr, cfg, pc, sc, sigs, ok, warn)
 			}
-			c := *sc
-			c.Format, c.Width, c.Height = "MJPEG", f.Width, f.Height
-			sc = &c
 		}
-		if sc.Format != "MJPEG" && sc.Format != "MJPG" {
-			continue
-		}
-		// The decoder run would make for this source (nvJPEG where frames
-		// go to the GPU, else the CPU's).
-		dec, err := jpeg.New(wr.jpegOptions(sc, cfg))
-		if err != nil {
-			warn("pipeline %s: MJPEG decoder: %v", pc.Name, err)
-			continue
-		}
-		b := dec.Backend()
-		dec.Close()
-		w, h := inputSize(sigs[pc.Model], pc)
-		scale := "scale chosen when the engine is loaded"
-		if b.FullScaleOnly || (sc.Width > 0 && sc.Height > 0 && w > 0 && h > 0) {
-			d, why := b.ChooseScale(sc.Width, sc.Height, w, h, pc.Preprocess.Resize)
-			scale = fmt.Sprintf("scale 1/%d (%s)", d, why)
-		}
-		if b.Warning != "" {
-			warn("pipeline %s: MJPEG decoded by %s, %s", pc.Name, b, scale)
-			continue
-		}
-		ok("pipeline %s: MJPEG decoded by %s, %s", pc.Name, b, scale)
 	}
+}
+
+// checkCameraMJPEG is checkMJPEG for camera sc of pipeline pc.
+func checkCameraMJPEG(wr *wiring, cfg *config.Config, pc *config.Pipeline, sc *config.Source, sigs map[string]trt.Signature, ok, warn func(string, ...any)) {
+	name := pc.Name
+	if pc.Batched() {
+		name += " camera " + sc.Name
+	}
+	if sc.Kind == replay.Kind {
+		f, dir, err := replayFormat(cfg.Resolve(sc.Path), 0)
+		if err != nil || dir || f.Pixel != sensors.MJPEG {
+			return
+		}
+		c := *sc
+		c.Format, c.Width, c.Height = "MJPEG", f.Width, f.Height
+		sc = &c
+	}
+	if sc.Format != "MJPEG" && sc.Format != "MJPG" {
+		return
+	}
+	// The decoder run would make for this source (nvJPEG where frames
+	// go to the GPU, else the CPU's).
+	dec, err := jpeg.New(wr.jpegOptions(sc, cfg))
+	if err != nil {
+		warn("pipeline %s: MJPEG decoder: %v", name, err)
+		return
+	}
+	b := dec.Backend()
+	dec.Close()
+	w, h := inputSize(sigs[pc.Model], pc)
+	scale := "scale chosen when the engine is loaded"
+	if b.FullScaleOnly || (sc.Width > 0 && sc.Height > 0 && w > 0 && h > 0) {
+		d, why := b.ChooseScale(sc.Width, sc.Height, w, h, pc.Preprocess.Resize)
+		scale = fmt.Sprintf("scale 1/%d (%s)", d, why)
+	}
+	if b.Warning != "" {
+		warn("pipeline %s: MJPEG decoded by %s, %s", name, b, scale)
+		return
+	}
+	ok("pipeline %s: MJPEG decoded by %s, %s", name, b, scale)
 }
 
 // inputSize is the image size of the pipeline's engine input: the shape

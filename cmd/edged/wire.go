@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -195,7 +196,7 @@ func (w *wiring) jpegOptions(sc *config.Source, c *config.Config) jpeg.Options {
 		return jpeg.Options{}
 	}
 	for _, pc := range c.Pipelines {
-		if pc.Source == sc.Name && pc.Preprocess.Device != "cpu" {
+		if slices.Contains(pc.Cameras(), sc.Name) && pc.Preprocess.Device != "cpu" {
 			hw := c.GPU.NVJPEGHardware == nil || *c.GPU.NVJPEGHardware
 			// nvJPEG writes the slot itself unless the slot is managed
 			// memory the host owns between GPU work (Jetson, or strict

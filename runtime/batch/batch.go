@@ -306,10 +306,18 @@ func (b *Batcher[F]) Put(ctx context.Context, cam Camera, f F) (replaced int, er
 // Next waits for a batch and fills dst with it: until the policy says it
 // runs, the context ends (its error) or Close (ErrClosed).
 func (b *Batcher[F]) Next(ctx context.Context, dst *Batch[F]) error {
+	_, err := b.NextUntil(ctx, dst, nil)
+	return err
+}
+
+// NextUntil is Next that also gives up when until fires (ok false, no
+// error): a caller with work of its own while no frame comes (a watchdog
+// stamp) passes its reused timer's channel.
+func (b *Batcher[F]) NextUntil(ctx context.Context, dst *Batch[F], until <-chan time.Time) (ok bool, err error) {
 	for {
 		ok, deadline, err := b.TryNext(dst)
 		if ok || err != nil {
-			return err
+			return ok, err
 		}
 		var fired <-chan time.Time
 		if deadline != 0 {
@@ -320,9 +328,12 @@ func (b *Batcher[F]) Next(ctx context.Context, dst *Batch[F]) error {
 		case <-b.wake:
 		case <-fired:
 		case <-b.done:
+		case <-until:
+			b.timer.Stop()
+			return false, nil
 		case <-ctx.Done():
 			b.timer.Stop()
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		b.timer.Stop()
 	}

@@ -19,16 +19,23 @@ import (
 // Defaults. configs/edged.toml documents each of them; a test checks that
 // the two agree.
 const (
-	DefaultStopTimeout   = 5 * time.Second
-	DefaultStallTimeout  = 10 * time.Second
-	DefaultSensorWindow  = 50 * time.Millisecond
-	DefaultWriteTimeout  = 5 * time.Second
-	DefaultKeepalive     = 10 * time.Second // socket sinks; MQTT's is 30 s
-	DefaultBuffers       = 4
-	DefaultPeriod        = 30
-	DefaultBaud          = 115200
-	DefaultRing          = 256
-	DefaultQueue         = 4
+	DefaultStopTimeout  = 5 * time.Second
+	DefaultStallTimeout = 10 * time.Second
+	DefaultSensorWindow = 50 * time.Millisecond
+	DefaultWriteTimeout = 5 * time.Second
+	DefaultKeepalive    = 10 * time.Second // socket sinks; MQTT's is 30 s
+	DefaultBuffers      = 4
+	DefaultPeriod       = 30
+	DefaultBaud         = 115200
+	DefaultRing         = 256
+	DefaultQueue        = 4
+	// DefaultBatchWait is batch_wait's default: runtime/batch's
+	// DefaultWait, which says how it was chosen (a runtime test checks
+	// that the two agree).
+	DefaultBatchWait = 2 * time.Millisecond
+	// MaxBatchWait bounds batch_wait: a wait is for frames captured
+	// together, not for a camera's next frame.
+	MaxBatchWait         = time.Second
 	DefaultMaxClients    = 64
 	DefaultClientQueue   = 256
 	DefaultSerialQueue   = 64
@@ -115,6 +122,9 @@ func (p *Pipeline) defaults() {
 	}
 	if p.SensorWindow.Duration == 0 {
 		p.SensorWindow.Duration = DefaultSensorWindow
+	}
+	if p.BatchWait.Duration == 0 {
+		p.BatchWait.Duration = DefaultBatchWait
 	}
 	pp := &p.Preprocess
 	def(&pp.Resize, "stretch")
@@ -348,6 +358,7 @@ func (c *Config) validate(k *checker) []Problem {
 	for i := range c.Pipelines {
 		c.checkPipeline(k, i)
 	}
+	c.checkBatchedCameras(k)
 	return k.probs
 }
 
@@ -577,6 +588,12 @@ func (c *Config) checkPipeline(k *checker, i int) {
 	if p.Queue < 1 || p.Queue > 64 {
 		k.add(at("queue"), "must be between 1 and 64")
 	}
+	if w := p.BatchWait.Duration; w < 0 || w > MaxBatchWait {
+		k.add(at("batch_wait"), "%v: must be between 0 and %v", w, MaxBatchWait)
+	}
+	if p.Batch != 0 && !p.Batched() {
+		k.add(at("batch"), "needs sources = [...]: a pipeline of one source runs one frame per inference")
+	}
 	c.checkPipelineSinks(k, i)
 	checkPreprocess(k, &p.Preprocess, func(key string) string { return at("preprocess." + key) })
 	outs := map[string]int{} // output name: the step that post-processes it
@@ -591,15 +608,26 @@ func (c *Config) checkPipelineInputs(k *checker, i int) {
 	p := &c.Pipelines[i]
 	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
 	sourceDecoded := func(src *Source) bool { return k.decoded(fmt.Sprintf("source[%d]", indexIn(c.Sources, src))) }
-	switch src := c.Source(p.Source); {
-	case p.Source == "":
-		k.add(fmt.Sprintf("pipeline[%d]", i), "missing source")
-	case src == nil:
-		if k.namesDecoded("source") {
-			k.add(at("source"), "no [[source]] named %q", p.Source)
+	camera := func(key, name string) {
+		switch src := c.Source(name); {
+		case src == nil:
+			if k.namesDecoded("source") {
+				k.add(key, "no [[source]] named %q", name)
+			}
+		case !IsCamera(src.Kind) && sourceDecoded(src):
+			k.add(key, "source %q is a %s sensor; a pipeline's source must be a camera (v4l2, synthetic, replay or rtsp) — list serial sensors in sensors = [...]", name, src.Kind)
 		}
-	case !IsCamera(src.Kind) && sourceDecoded(src):
-		k.add(at("source"), "source %q is a %s sensor; a pipeline's source must be a camera (v4l2, synthetic, replay or rtsp) — list serial sensors in sensors = [...]", p.Source, src.Kind)
+	}
+	switch {
+	case p.Source != "" && p.Batched():
+		k.add(at("sources"), "set source (one camera) or sources (a batched pipeline of several), not both: source = %q", p.Source)
+		c.checkSources(k, i, camera)
+	case p.Source != "":
+		camera(at("source"), p.Source)
+	case p.Batched():
+		c.checkSources(k, i, camera)
+	default:
+		k.add(fmt.Sprintf("pipeline[%d]", i), "missing source (a camera), or sources = [...] for a batched pipeline")
 	}
 	switch {
 	case p.Model == "":
@@ -616,6 +644,43 @@ func (c *Config) checkPipelineInputs(k *checker, i int) {
 			}
 		case src.Kind != "serial" && sourceDecoded(src):
 			k.add(at(fmt.Sprintf("sensors[%d]", j)), "source %q is a %s camera, not a serial sensor", s, src.Kind)
+		}
+	}
+}
+
+// checkSources checks a batched pipeline's cameras (each with camera) and
+// its batch keys.
+func (c *Config) checkSources(k *checker, i int, camera func(key, name string)) {
+	p := &c.Pipelines[i]
+	at := func(key string) string { return fmt.Sprintf("pipeline[%d].%s", i, key) }
+	seen := map[string]bool{}
+	for j, name := range p.Sources {
+		key := at(fmt.Sprintf("sources[%d]", j))
+		if seen[name] {
+			k.add(key, "camera %q is listed twice", name)
+			continue
+		}
+		seen[name] = true
+		camera(key, name)
+	}
+	if p.Batch < 0 || p.Batch > len(p.Sources) {
+		k.add(at("batch"), "%d: want 1 to %d (the number of sources; 0: as many as the sources, capped by the model's batch dimension)", p.Batch, len(p.Sources))
+	}
+}
+
+// checkBatchedCameras refuses a camera in two batched pipelines: a
+// camera's frames go to one batch, not two (a pipeline of one source may
+// still name it: that pipeline opens the source on its own).
+func (c *Config) checkBatchedCameras(k *checker) {
+	owner := map[string]string{}
+	for i := range c.Pipelines {
+		p := &c.Pipelines[i]
+		for j, name := range p.Sources {
+			if o, ok := owner[name]; ok && o != p.Name {
+				k.add(fmt.Sprintf("pipeline[%d].sources[%d]", i, j), "camera %q is in batched pipeline %q already: a camera feeds one batched pipeline", name, o)
+				continue
+			}
+			owner[name] = p.Name
 		}
 	}
 }

@@ -167,8 +167,17 @@ func (m *Model) Builtin() (string, bool) {
 
 // Pipeline is one [[pipeline]].
 type Pipeline struct {
-	Name         string        `toml:"name"`
-	Source       string        `toml:"source"`
+	Name   string `toml:"name"`
+	Source string `toml:"source"`
+	// Sources makes a batched pipeline: several cameras into one engine,
+	// their frames run together (instead of Source).
+	Sources []string `toml:"sources"`
+	// Batch is the most frames of one inference of a batched pipeline
+	// (0: the number of sources, capped by the model's batch dimension).
+	Batch int `toml:"batch"`
+	// BatchWait is the longest the first frame of a batch waits for the
+	// other cameras' frames.
+	BatchWait    Duration      `toml:"batch_wait"`
 	Model        string        `toml:"model"`
 	Sensors      []string      `toml:"sensors"`
 	SensorWindow Duration      `toml:"sensor_window"`
@@ -177,6 +186,22 @@ type Pipeline struct {
 	Sinks        []string      `toml:"sinks"`
 	Preprocess   Preprocess    `toml:"preprocess"`
 	Postprocess  []Postprocess `toml:"postprocess"`
+}
+
+// Batched reports whether the pipeline runs several cameras as batches
+// (sources = [...]).
+func (p *Pipeline) Batched() bool { return len(p.Sources) > 0 }
+
+// Cameras are the names of the pipeline's cameras: its source, or its
+// sources.
+func (p *Pipeline) Cameras() []string {
+	if p.Batched() {
+		return p.Sources
+	}
+	if p.Source == "" {
+		return nil
+	}
+	return []string{p.Source}
 }
 
 // Preprocess is [pipeline.preprocess].

@@ -123,6 +123,9 @@ func cborPairs(r *Record, level int) uint64 {
 		if r.CaptureClock != "" {
 			n++
 		}
+		if r.Source != "" {
+			n++
+		}
 		if len(r.Sensors) > 0 && level < levelNoLists {
 			n++
 		}
@@ -176,6 +179,10 @@ func appendCBORBody(b []byte, r *Record, level int) []byte {
 	case KindResult:
 		b = appendCBORText(b, "pipeline")
 		b = appendCBORText(b, r.Pipeline)
+		if r.Source != "" {
+			b = appendCBORText(b, "source")
+			b = appendCBORText(b, r.Source)
+		}
 		b = appendCBORText(b, "frame_seq")
 		b = appendCBORHead(b, cborUint, r.FrameSeq)
 		b = appendCBORText(b, "t_capture_ns")
@@ -206,23 +213,7 @@ func appendCBORBody(b []byte, r *Record, level int) []byte {
 			b = append(b, cborTrue)
 		}
 		// Last, so that Encode covers the encoding of everything above.
-		l := r.latencyNow()
-		b = appendCBORText(b, "latency_us")
-		b = appendCBORHead(b, cborMap, 7)
-		b = appendCBORText(b, "fill")
-		b = appendCBORInt(b, l.Fill)
-		b = appendCBORText(b, "queue")
-		b = appendCBORInt(b, l.Queue)
-		b = appendCBORText(b, "pre")
-		b = appendCBORInt(b, l.Pre)
-		b = appendCBORText(b, "infer")
-		b = appendCBORInt(b, l.Infer)
-		b = appendCBORText(b, "post")
-		b = appendCBORInt(b, l.Post)
-		b = appendCBORText(b, "encode")
-		b = appendCBORInt(b, l.Encode)
-		b = appendCBORText(b, "total")
-		b = appendCBORInt(b, l.Total)
+		b = appendCBORLatency(b, r)
 	case KindError:
 		b = appendCBORText(b, "error")
 		b = appendCBORText(b, r.Reason)
@@ -395,11 +386,45 @@ func appendUintDigits(b []byte, v uint64) []byte {
 	return append(b, tmp[i:]...)
 }
 
+// appendCBORLatency appends a result's "latency_us" pair, measuring Encode
+// and Total now; a result of a batched pipeline has its "batch" stage.
+func appendCBORLatency(b []byte, r *Record) []byte {
+	l := r.latencyNow()
+	b = appendCBORText(b, "latency_us")
+	stages := uint64(7)
+	if r.Engine.Batch > 0 {
+		stages++
+	}
+	b = appendCBORHead(b, cborMap, stages)
+	b = appendCBORText(b, "fill")
+	b = appendCBORInt(b, l.Fill)
+	b = appendCBORText(b, "queue")
+	b = appendCBORInt(b, l.Queue)
+	if r.Engine.Batch > 0 {
+		b = appendCBORText(b, "batch")
+		b = appendCBORInt(b, l.Batch)
+	}
+	b = appendCBORText(b, "pre")
+	b = appendCBORInt(b, l.Pre)
+	b = appendCBORText(b, "infer")
+	b = appendCBORInt(b, l.Infer)
+	b = appendCBORText(b, "post")
+	b = appendCBORInt(b, l.Post)
+	b = appendCBORText(b, "encode")
+	b = appendCBORInt(b, l.Encode)
+	b = appendCBORText(b, "total")
+	b = appendCBORInt(b, l.Total)
+	return b
+}
+
 // appendCBOREngine appends the "engine" key and its map.
 func appendCBOREngine(b []byte, e *EngineRef) []byte {
 	b = appendCBORText(b, "engine")
 	n := uint64(3)
 	if e.Serving != "" {
+		n++
+	}
+	if e.Batch > 0 {
 		n++
 	}
 	b = appendCBORHead(b, cborMap, n)
@@ -412,6 +437,10 @@ func appendCBOREngine(b []byte, e *EngineRef) []byte {
 	if e.Serving != "" {
 		b = appendCBORText(b, "serving_sha256")
 		b = appendCBORText(b, e.Serving)
+	}
+	if e.Batch > 0 {
+		b = appendCBORText(b, "batch")
+		b = appendCBORHead(b, cborUint, uint64(e.Batch))
 	}
 	return b
 }

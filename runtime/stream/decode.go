@@ -48,12 +48,14 @@ type DecodedEngine struct {
 	Generation uint64 `json:"generation"`
 	SHA256     string `json:"sha256"`
 	Serving    string `json:"serving_sha256,omitempty"`
+	Batch      int    `json:"batch,omitempty"` // frames of the inference (batched pipelines)
 }
 
 // DecodedLatency is a result's "latency_us" object.
 type DecodedLatency struct {
 	Fill   int64 `json:"fill"`
 	Queue  int64 `json:"queue"`
+	Batch  int64 `json:"batch,omitempty"` // the wait for the batch (batched pipelines)
 	Pre    int64 `json:"pre"`
 	Infer  int64 `json:"infer"`
 	Post   int64 `json:"post"`

@@ -32,9 +32,10 @@ func wantDecoded(r *Record, seq uint64) Decoded {
 	switch r.Kind {
 	case KindResult:
 		d.Pipeline, d.FrameSeq, d.TCapture, d.CaptureClock = str(r.Pipeline), r.FrameSeq, r.TCaptureNs, str(r.CaptureClock)
-		d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: str(r.Engine.SHA256)}
+		d.Source = str(r.Source)
+		d.Engine = &DecodedEngine{Name: str(r.Engine.Name), Generation: r.Engine.Generation, SHA256: str(r.Engine.SHA256), Batch: r.Engine.Batch}
 		l := r.Latency
-		d.LatencyUs = &DecodedLatency{Fill: l.Fill, Queue: l.Queue, Pre: l.Pre, Infer: l.Infer, Post: l.Post, Encode: l.Encode, Total: l.Total}
+		d.LatencyUs = &DecodedLatency{Fill: l.Fill, Queue: l.Queue, Batch: l.Batch, Pre: l.Pre, Infer: l.Infer, Post: l.Post, Encode: l.Encode, Total: l.Total}
 		d.Outputs = map[string]DecodedOutput{}
 		for _, o := range r.Outputs {
 			var do DecodedOutput

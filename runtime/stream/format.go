@@ -48,6 +48,10 @@ func appendResultText(b []byte, r *Decoded) []byte {
 	b = strconv.AppendUint(b, r.Seq, 10)
 	b = append(b, ' ')
 	b = appendText(b, r.Pipeline)
+	if r.Source != "" {
+		b = append(b, '/')
+		b = appendText(b, r.Source)
+	}
 	b = append(b, " frame "...)
 	b = strconv.AppendUint(b, r.FrameSeq, 10)
 	b = append(b, " t="...)
@@ -99,6 +103,11 @@ func appendLatencyText(b []byte, l *DecodedLatency) []byte {
 	if l.Queue > 0 {
 		b = append(b, "queue "...)
 		b = appendMillis(b, l.Queue)
+		b = append(b, ' ')
+	}
+	if l.Batch > 0 {
+		b = append(b, "batch "...)
+		b = appendMillis(b, l.Batch)
 		b = append(b, ' ')
 	}
 	b = append(b, "pre "...)
@@ -264,6 +273,10 @@ func appendEngineText(b []byte, e *DecodedEngine) []byte {
 	if e.SHA256 != "" {
 		b = append(b, ' ')
 		b = appendText(b, e.SHA256)
+	}
+	if e.Batch > 0 {
+		b = append(b, " batch "...)
+		b = strconv.AppendInt(b, int64(e.Batch), 10)
 	}
 	return b
 }

@@ -51,6 +51,10 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 	case KindResult:
 		b = append(b, `,"pipeline":`...)
 		b = appendJSONString(b, r.Pipeline)
+		if r.Source != "" {
+			b = append(b, `,"source":`...)
+			b = appendJSONString(b, r.Source)
+		}
 		b = append(b, `,"frame_seq":`...)
 		b = strconv.AppendUint(b, r.FrameSeq, 10)
 		b = append(b, `,"t_capture_ns":`...)
@@ -84,22 +88,7 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 			b = append(b, `,"truncated":true`...)
 		}
 		// Last, so that Encode covers the encoding of everything above.
-		l := r.latencyNow()
-		b = append(b, `,"latency_us":{"fill":`...)
-		b = strconv.AppendInt(b, l.Fill, 10)
-		b = append(b, `,"queue":`...)
-		b = strconv.AppendInt(b, l.Queue, 10)
-		b = append(b, `,"pre":`...)
-		b = strconv.AppendInt(b, l.Pre, 10)
-		b = append(b, `,"infer":`...)
-		b = strconv.AppendInt(b, l.Infer, 10)
-		b = append(b, `,"post":`...)
-		b = strconv.AppendInt(b, l.Post, 10)
-		b = append(b, `,"encode":`...)
-		b = strconv.AppendInt(b, l.Encode, 10)
-		b = append(b, `,"total":`...)
-		b = strconv.AppendInt(b, l.Total, 10)
-		b = append(b, '}')
+		b = appendJSONLatency(b, r)
 	case KindError:
 		b = append(b, `,"error":`...)
 		b = appendJSONString(b, r.Reason)
@@ -139,6 +128,33 @@ func appendJSONBody(b []byte, r *Record, level int) []byte {
 		b = strconv.AppendInt(b, r.TNs, 10)
 	}
 	return append(b, '}', '\n')
+}
+
+// appendJSONLatency appends a result's `,"latency_us":{...}`, measuring
+// Encode and Total now; a result of a batched pipeline has its "batch"
+// stage.
+func appendJSONLatency(b []byte, r *Record) []byte {
+	l := r.latencyNow()
+	b = append(b, `,"latency_us":{"fill":`...)
+	b = strconv.AppendInt(b, l.Fill, 10)
+	b = append(b, `,"queue":`...)
+	b = strconv.AppendInt(b, l.Queue, 10)
+	if r.Engine.Batch > 0 {
+		b = append(b, `,"batch":`...)
+		b = strconv.AppendInt(b, l.Batch, 10)
+	}
+	b = append(b, `,"pre":`...)
+	b = strconv.AppendInt(b, l.Pre, 10)
+	b = append(b, `,"infer":`...)
+	b = strconv.AppendInt(b, l.Infer, 10)
+	b = append(b, `,"post":`...)
+	b = strconv.AppendInt(b, l.Post, 10)
+	b = append(b, `,"encode":`...)
+	b = strconv.AppendInt(b, l.Encode, 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendInt(b, l.Total, 10)
+	b = append(b, '}')
+	return b
 }
 
 func appendJSONOutput(b []byte, o *Output, level int) []byte {
@@ -338,6 +354,10 @@ func appendJSONEngine(b []byte, e *EngineRef) []byte {
 	if e.Serving != "" {
 		b = append(b, `,"serving_sha256":`...)
 		b = appendJSONString(b, e.Serving)
+	}
+	if e.Batch > 0 {
+		b = append(b, `,"batch":`...)
+		b = strconv.AppendInt(b, int64(e.Batch), 10)
 	}
 	return append(b, '}')
 }

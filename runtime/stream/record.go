@@ -62,7 +62,8 @@ type Record struct {
 	Outputs []Output
 	Sensors []sensors.Sample
 
-	// Status fields. Source is the camera or sensor an event is about;
+	// Status fields. Source is the camera or sensor an event is about
+	// (and, on a result of a batched pipeline, the camera of its frame);
 	// for engine, sink and configuration events it also carries the
 	// model, the sink or the file, as records did before Model, Sink and
 	// File (docs/PROTOCOL.md: kept for clients that read it there).
@@ -84,6 +85,10 @@ type EngineRef struct {
 	// record about content that is not serving (engine_rejected,
 	// engine_pending: SHA256 is the file's); "" otherwise.
 	Serving string
+	// Batch is the number of frames of the inference that computed a
+	// result of a batched pipeline (written as "batch", and the result's
+	// latency gains its "batch" stage); 0 (left out) otherwise.
+	Batch int
 }
 
 // Latency splits a result's latency in microseconds, stage by stage:
@@ -95,6 +100,9 @@ type EngineRef struct {
 // stages add up to Total exactly.
 type Latency struct {
 	Fill, Queue, Pre, Infer, Post, Encode, Total int64
+	// Batch is a batched pipeline's wait for its batch, between Queue
+	// and Pre: written (as "batch") when the engine's Batch is set.
+	Batch int64
 }
 
 // clock is CLOCK_MONOTONIC in nanoseconds; tests replace it.

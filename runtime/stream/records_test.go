@@ -97,6 +97,14 @@ func sampleRecords() []struct {
 			Latency: Latency{Pre: 410, Infer: 2800, Post: 95, Total: 3400},
 			Outputs: []Output{{Name: "centroid", Kind: OutputRaw, Shape: []int64{1, 2}, Data: []float32{0.25, 0.75}}},
 		}},
+		// A batched pipeline's record: its camera, the frames of its
+		// inference, the wait for the batch as a stage.
+		{"result_batched", Record{
+			Kind: KindResult, Device: "jetson-01", Pipeline: "yard", Source: "cam2", FrameSeq: 417, TCaptureNs: 987654321012,
+			Engine:  EngineRef{Name: "demo", Generation: 2, SHA256: "ab12cd34ef56", Batch: 4},
+			Latency: Latency{Queue: 3, Batch: 1800, Pre: 410, Infer: 5200, Post: 95, Total: 7508},
+			Outputs: []Output{{Name: "background", Kind: OutputClasses, Classes: []Class{{Index: 2, Label: "green", Score: 0.9375}}}},
+		}},
 	}
 }
 

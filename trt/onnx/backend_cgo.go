@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -418,6 +419,11 @@ type engine struct {
 	closed  bool
 	binding *ort.IoBinding
 	bat     batching // LoadOptions.Batch (batch_cgo.go)
+	// cur is the tensors of the batch SetBatch chose (nil: inputs and
+	// outputs), read by Inputs and Outputs: another goroutine (a memory
+	// estimate, a reload) may read them while the engine's user sets the
+	// batch.
+	cur atomic.Pointer[batchSet]
 }
 
 // Share implements trt.Sharer: another engine on the same session, with
@@ -461,10 +467,21 @@ func (e *engine) add(alloc umem.Allocator, s trt.TensorSpec, ts *[]*trt.Tensor, 
 	return nil
 }
 
-func (e *engine) Backend() string        { return BackendName }
-func (e *engine) Inputs() []*trt.Tensor  { return e.inputs }
-func (e *engine) Outputs() []*trt.Tensor { return e.outputs }
-func (e *engine) String() string         { return "onnxruntime engine " + e.name }
+func (e *engine) Backend() string { return BackendName }
+func (e *engine) Inputs() []*trt.Tensor {
+	if s := e.cur.Load(); s != nil {
+		return s.inputs
+	}
+	return e.inputs
+}
+
+func (e *engine) Outputs() []*trt.Tensor {
+	if s := e.cur.Load(); s != nil {
+		return s.outputs
+	}
+	return e.outputs
+}
+func (e *engine) String() string { return "onnxruntime engine " + e.name }
 
 // Metadata is what the model's metadata_props say (ReadMetadata), or nil.
 func (e *engine) Metadata() *trt.Metadata { return e.meta }

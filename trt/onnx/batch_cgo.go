@@ -161,6 +161,7 @@ func (e *engine) freeBatches() error {
 	}
 	top := b.sets[b.top]
 	e.inputs, e.outputs, e.binding = top.inputs, top.outputs, top.binding
+	e.cur.Store(nil)
 	var errs []error
 	for r, set := range b.sets {
 		if set == nil || r == b.top {
@@ -204,7 +205,8 @@ func (e *engine) SetBatch(n int) error {
 	r, _ := b.dim.Fits(n)
 	set := b.sets[r]
 	b.runs = r
-	e.inputs, e.outputs, e.binding = set.inputs, set.outputs, set.binding
+	e.binding = set.binding // Infer's, under e.mu
+	e.cur.Store(set)
 	return nil
 }
 
