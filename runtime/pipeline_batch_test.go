@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"image/jpeg"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/edged-dev/edged/runtime/batch"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/preview"
 	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
@@ -434,4 +438,52 @@ func TestBatchedCameraStalledOrGone(t *testing.T) {
 		t.Errorf("results per camera %v: want cam3 at most 10 (it went away), cam2 a few (2 fps)", per)
 	}
 	t.Logf("results per camera %v; the others' longest wait for a batch %v (batch_wait %v)", per, time.Duration(worst)*time.Microsecond, wait)
+}
+
+// TestBatchedPreviewPerCamera: the live preview shows each camera of a
+// batched pipeline on its own (/preview/<pipeline>/<camera>.jpg, with
+// that camera's frame and the results of its record), and status.json
+// lists the pipeline once with all its cameras.
+func TestBatchedPreviewPerCamera(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "demo.onnx")
+	writeAtomic(t, model, batchVariant(t, 0))
+	sock := filepath.Join(dir, "metrics.sock")
+	text := batchedConfig(t, 3, 30, model, "")
+	text = mustReplace(t, text, `metrics_listen = ""`, `metrics_listen = "unix:`+sock+`"`)
+	text = mustReplace(t, text, "preview = false", "preview = true")
+	sink := newRecordingSink()
+	_, _, stop := runDaemon(t, Options{Config: parseConfig(t, text), Factories: testFactories(t, sink, ortBackend(t))})
+	defer stop()
+	sink.waitResults(t, 30, 30*time.Second)
+	c := unixClient(sock)
+	for _, cam := range []string{"cam0", "cam1", "cam2"} {
+		r, b := httpGet(t, c, "/preview/demo/"+cam+".jpg")
+		if r.StatusCode != 200 {
+			t.Fatalf("/preview/demo/%s.jpg: %s %s", cam, r.Status, b)
+		}
+		img, err := jpeg.Decode(bytes.NewReader(b))
+		if err != nil || img.Bounds().Dx() != 160 {
+			t.Fatalf("%s: picture %v: %v", cam, img.Bounds(), err)
+		}
+		if r.Header.Get("X-Edged-Engine") == "" || r.Header.Get("X-Edged-Frame-Seq") == "" {
+			t.Errorf("%s: picture without its result's engine or frame: %v", cam, r.Header)
+		}
+	}
+	_, b := httpGet(t, c, "/status.json")
+	var st preview.Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pipelines) != 1 || len(st.Pipelines[0].Sources) != 3 {
+		t.Fatalf("status.json: %s", b)
+	}
+	for i, s := range st.Pipelines[0].Sources {
+		if want := fmt.Sprintf("/preview/demo/cam%d.jpg", i); !s.Up || s.Picture != want || s.Format == "" {
+			t.Errorf("status.json camera %d: %+v, want up, picture %s", i, s, want)
+		}
+	}
+	if st.Pipelines[0].Requested != 90 {
+		t.Errorf("status.json requested %v fps, want 90 (3 cameras at 30)", st.Pipelines[0].Requested)
+	}
 }
