@@ -104,6 +104,11 @@ func main() {
 	if o.out == "" {
 		o.out = filepath.Join("bin", "batch-report", time.Now().UTC().Format("20060102T150405Z"))
 	}
+	// Absolute: the configurations name the inputs, and a relative path
+	// in a configuration is relative to its file.
+	if abs, err := filepath.Abs(o.out); err == nil {
+		o.out = abs
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	code, err := run(ctx, &o, *stallAfter)
