@@ -19,7 +19,9 @@ import (
 // is ONNX Runtime's intra-op thread count. size=8 is the same graph on an
 // 8x8 input, where the convolutions cost almost nothing: its time per
 // inference is what ONNX Runtime's Run costs around the work, the most a
-// batch of N can save per frame is (N-1)/N of it.
+// batch of N can save per frame is (N-1)/N of it. hidden=4096 adds the
+// 16 MiB hidden layer (Options.Hidden): at batch 1 its Gemm reads every
+// weight once per frame, at batch N once per N frames.
 //
 //	EDGED_ONNXRUNTIME_LIB=... go test -run '^$' -bench BatchedInference -benchtime 20x ./bench/internal/onnxmodel/
 func BenchmarkBatchedInference(b *testing.B) {
@@ -31,18 +33,23 @@ func BenchmarkBatchedInference(b *testing.B) {
 		b.Skipf("no ONNX Runtime: %v", err)
 	}
 	ctx := context.Background()
-	for _, size := range []int{Size, 8} {
-		one, err := Build(Options{Size: size})
+	for _, m := range []struct{ size, hidden int }{{Size, 0}, {8, 0}, {Size, 4096}} {
+		size := m.size
+		one, err := Build(Options{Size: size, Hidden: m.hidden})
 		if err != nil {
 			b.Fatal(err)
 		}
-		dyn, err := Build(Options{Size: size, DynamicBatch: true})
+		dyn, err := Build(Options{Size: size, DynamicBatch: true, Hidden: m.hidden})
 		if err != nil {
 			b.Fatal(err)
+		}
+		name := fmt.Sprintf("size=%d", size)
+		if m.hidden > 0 {
+			name += fmt.Sprintf("/hidden=%d", m.hidden)
 		}
 		for _, threads := range []int{1, 2} {
 			for _, n := range []int{1, 2, 4, 8} {
-				b.Run(fmt.Sprintf("size=%d/threads=%d/N=%d", size, threads, n), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/threads=%d/N=%d", name, threads, n), func(b *testing.B) {
 					single, err := be.Load(ctx, one, trt.LoadOptions{Name: "one", Threads: threads})
 					if err != nil {
 						b.Fatal(err)
