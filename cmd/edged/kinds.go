@@ -58,3 +58,9 @@ var sourceKinds = map[string]sourceKind{
 	}, check: checkRTSP},
 	serialsrc.Kind: {check: checkSerialSensor},
 }
+
+// The source kinds' keys, as their packages declare them, for the
+// configuration (in the order its messages list the kinds).
+func init() {
+	config.RegisterSourceKinds(v4l2.SourceKind, synthetic.SourceKind, replay.SourceKind, rtsp.SourceKind, serialsrc.SourceKind)
+}

@@ -450,6 +450,11 @@ func deps(imports map[string][]string, pkg string) map[string]string {
 // which names the kinds the binary has, imports them.
 var sinkKindPackages = []string{"runtime/socketsink", "runtime/serialsink", "runtime/mqttsink"}
 
+// sourceKindPackages are the packages of the source kinds: each owns a kind
+// (its keys with their defaults and checks, the source, its collector), and
+// the core (runtime, runtime/config) imports none of them.
+var sourceKindPackages = []string{"sensors/v4l2", "sensors/synthetic", "sensors/replay", "sensors/serialsrc", "sensors/rtsp"}
+
 // TestCoreImportsNoConcreteKind: the daemon's core (runtime) and the
 // configuration (runtime/config) depend on no sink kind, directly or
 // through another package: they see a sink through interfaces only, so a
@@ -458,9 +463,9 @@ var sinkKindPackages = []string{"runtime/socketsink", "runtime/serialsink", "run
 func TestCoreImportsNoConcreteKind(t *testing.T) {
 	const module = "github.com/edged-dev/edged/"
 	imports := moduleImports(t)
-	for _, kind := range sinkKindPackages {
+	for _, kind := range append(slices.Clone(sinkKindPackages), sourceKindPackages...) {
 		if _, ok := imports[kind]; !ok {
-			t.Errorf("sink kind %s is not a package of the module: sinkKindPackages is out of date", kind)
+			t.Errorf("kind %s is not a package of the module: sinkKindPackages or sourceKindPackages is out of date", kind)
 		}
 	}
 	for _, core := range []string{"runtime", "runtime/config"} {
@@ -473,6 +478,11 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 				t.Errorf("%s depends on the sink kind %s (%s): the core sees sinks through interfaces; wire the kind in cmd/edged", core, kind, chain)
 			}
 		}
+		for _, kind := range sourceKindPackages {
+			if chain, ok := via[module+kind]; ok {
+				t.Errorf("%s depends on the source kind %s (%s): the core sees sources through interfaces and their keys through confkeys; register the kind in cmd/edged/kinds.go", core, kind, chain)
+			}
+		}
 	}
 	// Nor does the daemon switch on a sink's or a source's kind by name,
 	// or name a kind's series: what a kind holds and whether it listens
@@ -480,7 +490,11 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 	// is built cmd/edged's, its series its collector's (Collector()).
 	fset := token.NewFileSet()
 	for dir, files := range packages(t) {
-		if rel, _ := filepath.Rel(filepath.Join("..", ".."), dir); filepath.ToSlash(rel) != "runtime" {
+		rel, _ := filepath.Rel(filepath.Join("..", ".."), dir)
+		if rel = filepath.ToSlash(rel); rel == "runtime/config" {
+			namesNoSourceKind(t, fset, files)
+		}
+		if rel != "runtime" {
 			continue
 		}
 		for _, f := range files {
@@ -507,6 +521,34 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 				return true
 			})
 		}
+	}
+}
+
+// namesNoSourceKind: the configuration's code names no source kind (nor
+// their series): each kind's keys, defaults and checks are its package's,
+// and what the configuration says of every kind (the list in a message,
+// which are cameras) it reads from the kinds registered.
+func namesNoSourceKind(t *testing.T, fset *token.FileSet, files []string) {
+	t.Helper()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				v, _ := strconv.Unquote(lit.Value)
+				for _, kind := range []string{"v4l2", "synthetic", "replay", "rtsp"} {
+					if strings.Contains(v, kind) {
+						t.Errorf("%s: the configuration names the source kind %s in %s", fset.Position(lit.Pos()), kind, lit.Value)
+					}
+				}
+			}
+			return true
+		})
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // The network camera kind (kind = "rtsp") as the binary wires it: the
-// source built from its keys (runtime/config/rtsp.go checks them), the
+// source built from its keys (sensors/rtsp/keys.go checks them), the
 // decoder chosen (rtspdecoder.go) and its edged check probe; its metrics
 // and its STATUS= note are sensors/rtsp's.
 

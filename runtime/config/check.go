@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edged-dev/edged/internal/confkeys"
 	"github.com/edged-dev/edged/internal/regfile"
 	"github.com/edged-dev/edged/trt"
 	"github.com/edged-dev/edged/umem"
@@ -24,10 +25,7 @@ const (
 	DefaultSensorWindow = 50 * time.Millisecond
 	DefaultWriteTimeout = 5 * time.Second
 	DefaultKeepalive    = 10 * time.Second // socket sinks; MQTT's is 30 s
-	DefaultBuffers      = 4
-	DefaultPeriod       = 30
 	DefaultBaud         = 115200
-	DefaultRing         = 256
 	DefaultQueue        = 4
 	// DefaultBatchWait is batch_wait's default: runtime/batch's
 	// DefaultWait, which says how it was chosen (a runtime test checks
@@ -185,11 +183,7 @@ const (
 // device.
 const MaxDLACore = 7
 
-func def(s *string, v string) {
-	if *s == "" {
-		*s = v
-	}
-}
+func def(s *string, v string) { confkeys.Default(s, v) }
 
 // checker collects problems with positions.
 type checker struct {
@@ -269,13 +263,7 @@ func (k *checker) oneOf(path, v string, allowed ...string) {
 	}
 }
 
-func quoteList(s []string) string {
-	q := make([]string, len(s))
-	for i, v := range s {
-		q[i] = fmt.Sprintf("%q", v)
-	}
-	return strings.Join(q, ", ")
-}
+func quoteList(s []string) string { return confkeys.QuoteList(s) }
 
 func (k *checker) unique(kind string, names []string) {
 	seen := map[string]int{}
@@ -499,7 +487,7 @@ func (c *Config) CheckFiles() error {
 		f.Close()
 	}
 	c.checkPluginFiles(k)
-	c.checkRTSPFiles(k)
+	c.checkSourceFiles(k)
 	for i := range c.Sinks {
 		s := &c.Sinks[i]
 		for _, f := range s.files() {
@@ -615,7 +603,7 @@ func (c *Config) checkPipelineInputs(k *checker, i int) {
 				k.add(key, "no [[source]] named %q", name)
 			}
 		case !IsCamera(src.Kind) && sourceDecoded(src):
-			k.add(key, "source %q is a %s sensor; a pipeline's source must be a camera (v4l2, synthetic, replay or rtsp) — list serial sensors in sensors = [...]", name, src.Kind)
+			k.add(key, "source %q is a %s sensor; a pipeline's source must be a camera (%s) — list serial sensors in sensors = [...]", name, src.Kind, sourceKindNames(true, false, " or "))
 		}
 	}
 	switch {
@@ -642,7 +630,7 @@ func (c *Config) checkPipelineInputs(k *checker, i int) {
 			if k.namesDecoded("source") {
 				k.add(at(fmt.Sprintf("sensors[%d]", j)), "no [[source]] named %q", s)
 			}
-		case src.Kind != "serial" && sourceDecoded(src):
+		case !isSensor(src.Kind) && sourceDecoded(src):
 			k.add(at(fmt.Sprintf("sensors[%d]", j)), "source %q is a %s camera, not a serial sensor", s, src.Kind)
 		}
 	}

@@ -12,12 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/edged-dev/edged/internal/confkeys"
 	"github.com/edged-dev/edged/internal/regfile"
-	"github.com/edged-dev/edged/sensors/rtsp"
 )
 
 // ErrInvalid marks every configuration problem; edged exits with status 78
@@ -92,45 +91,43 @@ type GPU struct {
 	NVJPEGHardware  *bool  `toml:"nvjpeg_hardware"` // batches on the JPEG engines where the GPU has them; default true
 }
 
-// Source is one [[source]]. A field tagged kinds is a key of those kinds
-// only (edged config print leaves it out for the others); the rest are
-// keys of every kind. The same holds for Sink and Postprocess.
+// Source is one [[source]]: the keys of every source kind. Which are the
+// keys of a kind, their defaults and their checks are the kind's package's
+// (kinds.go); name, kind and optional are every kind's.
 type Source struct {
 	Name     string `toml:"name"`
 	Kind     string `toml:"kind"`
-	Device   string `kinds:"v4l2,serial" toml:"device"`
+	Device   string `toml:"device"`
 	Optional bool   `toml:"optional"`
 
-	// Cameras (v4l2, synthetic, replay).
-	Width   int     `kinds:"v4l2,synthetic,replay" toml:"width"`
-	Height  int     `kinds:"v4l2,synthetic,replay" toml:"height"`
-	Format  string  `kinds:"v4l2,synthetic,replay" toml:"format"`
-	FPS     float64 `kinds:"v4l2,synthetic,replay" toml:"fps"`
-	Buffers int     `kinds:"v4l2,synthetic,replay" toml:"buffers"`
-	IO      string  `kinds:"v4l2" toml:"io"` // v4l2: auto | userptr | mmap
+	// Cameras that make their own frames.
+	Width   int     `toml:"width"`
+	Height  int     `toml:"height"`
+	Format  string  `toml:"format"`
+	FPS     float64 `toml:"fps"`
+	Buffers int     `toml:"buffers"`
+	IO      string  `toml:"io"`
 
-	// Synthetic.
-	Seed   int64 `kinds:"synthetic" toml:"seed"`
-	Period int   `kinds:"synthetic" toml:"period"` // frames per background colour
+	Seed   int64 `toml:"seed"`
+	Period int   `toml:"period"`
 
-	// Replay.
-	Path    string `kinds:"replay" toml:"path"`
-	Loop    bool   `kinds:"replay" toml:"loop"`
-	FreeRun bool   `kinds:"replay" toml:"free_run"` // every frame at once: no recorded pace, no fps
+	Path    string `toml:"path"`
+	Loop    bool   `toml:"loop"`
+	FreeRun bool   `toml:"free_run"`
 
-	// Serial sensors.
-	Baud     int      `kinds:"serial" toml:"baud"`
-	Protocol string   `kinds:"serial" toml:"protocol"` // nmea | csv | cobs
-	Columns  []string `kinds:"serial" toml:"columns"`  // csv and cobs value names
-	RingSize int      `kinds:"serial" toml:"ring"`     // samples kept for matching
+	// Sensors.
+	Baud     int      `toml:"baud"`
+	Protocol string   `toml:"protocol"`
+	Columns  []string `toml:"columns"`
+	RingSize int      `toml:"ring"`
 
-	// Network cameras (rtsp.go): the size and codec come from the stream.
-	URL          string   `kinds:"rtsp" toml:"url"`
-	Username     string   `kinds:"rtsp" toml:"username"`
-	PasswordFile string   `kinds:"rtsp" toml:"password_file"`
-	Transport    string   `kinds:"rtsp" toml:"transport"` // auto | tcp | udp
-	Decoder      string   `kinds:"rtsp" toml:"decoder"`   // auto | cpu (nvdec, v4l2: not in this build)
-	Timeout      Duration `kinds:"rtsp" toml:"timeout"`
+	// Network cameras: the size and codec come from the stream.
+	URL          string   `toml:"url"`
+	Username     string   `toml:"username"`
+	PasswordFile string   `toml:"password_file"`
+	Transport    string   `toml:"transport"`
+	Decoder      string   `toml:"decoder"`
+	Timeout      Duration `toml:"timeout"`
 }
 
 // Model is one [[model]].
@@ -223,7 +220,9 @@ type Preprocess struct {
 	Threads     int    `toml:"threads"`      // CPU path goroutines; 0 = min(cores, 4)
 }
 
-// Postprocess is one [[pipeline.postprocess]].
+// Postprocess is one [[pipeline.postprocess]]. A field tagged kinds is a
+// key of those kinds only (edged config print leaves it out for the
+// others); the rest are keys of every kind. The same holds for Sink.
 type Postprocess struct {
 	Output         string   `toml:"output"`
 	Kind           string   `toml:"kind"` // raw | topk | detections | keypoints
@@ -298,20 +297,7 @@ type Sink struct {
 func (s *Sink) PathDefaulted() bool { return s.pathDefaulted }
 
 // Duration is a time.Duration written as a string such as "250ms".
-type Duration struct{ time.Duration }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("invalid duration %q (use a number with a unit, such as \"250ms\" or \"5s\")", b)
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+type Duration = confkeys.Duration
 
 // Problem is one thing wrong with a configuration, located in its file.
 type Problem struct {
@@ -571,11 +557,6 @@ func (c *Config) Sink(n string) *Sink {
 		}
 	}
 	return nil
-}
-
-// IsCamera reports whether a source kind produces frames.
-func IsCamera(kind string) bool {
-	return kind == "v4l2" || kind == "synthetic" || kind == "replay" || kind == rtsp.Kind
 }
 
 // ParseMode parses a socket file mode such as "0660".

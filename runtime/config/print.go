@@ -47,7 +47,7 @@ func encode(v any) (string, error) {
 }
 
 // ofKind returns a copy of the struct v without the fields that are not
-// keys of its kind (the kinds tag, read against v's kind field): a struct
+// keys of its kind (keyOfKind, read against v's kind field): a struct
 // type of its own, made for the copy, with the same toml tags. Structs and
 // lists of structs inside it are copied the same way (a list as []any, as
 // its tables may differ).
@@ -63,7 +63,7 @@ func ofKind(v reflect.Value) reflect.Value {
 		if !f.IsExported() || f.Tag.Get("toml") == "" || f.Tag.Get("toml") == "-" {
 			continue
 		}
-		if kinds := f.Tag.Get("kinds"); kinds != "" && !slices.Contains(strings.Split(kinds, ","), kind) {
+		if !keyOfKind(v.Type(), f, kind) {
 			continue
 		}
 		fv := v.Field(i)
@@ -88,6 +88,23 @@ func ofKind(v reflect.Value) reflect.Value {
 }
 
 var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+
+// keyOfKind reports whether field f of struct type t is a key of kind: a
+// source's are the kind's package's (kinds.go), besides name, kind and
+// optional; another table's are those its kinds tag names, or every kind's
+// when it has none.
+func keyOfKind(t reflect.Type, f reflect.StructField, kind string) bool {
+	if t == reflect.TypeFor[Source]() {
+		switch key := f.Tag.Get("toml"); key {
+		case "name", "kind", "optional":
+			return true
+		default:
+			return isSourceKey(kind, key)
+		}
+	}
+	kinds := f.Tag.Get("kinds")
+	return kinds == "" || slices.Contains(strings.Split(kinds, ","), kind)
+}
 
 // printable returns a copy of c as edged uses it, for printing and for
 // comparing configurations: a list left out is written empty instead of

@@ -53,6 +53,10 @@ type result struct {
 	Loads      int     `json:"loads"`
 }
 
+// The source kind its configurations use, for config.Parse (the binary
+// registers every kind, cmd/edged/kinds.go).
+func init() { config.RegisterSourceKinds(synthetic.SourceKind) }
+
 func main() {
 	var (
 		ns     = flag.String("n", "1,2,4,8", "pipeline counts")
