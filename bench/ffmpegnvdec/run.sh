@@ -6,8 +6,9 @@
 # the same schedule, for N = 1, 16, 64, 128; ffmpeg with its default
 # decoder threads and with -threads 1. Results go to $OUT (default ./out).
 # The folder is made by prepare.sh. STREAMS (1,16,64,128), THREADS (auto,1)
-# and STAGGER (0s: the time between two ffmpeg processes' starts) change
-# the sweep; SMOKE=0 leaves the smoke test out.
+# and STAGGER (0s: the time between two ffmpeg processes' first access
+# units, when each makes its CUDA context) change the sweep; SMOKE=0 leaves
+# the smoke test out.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$here/out}; mkdir -p "$OUT"

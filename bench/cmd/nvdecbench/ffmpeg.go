@@ -27,7 +27,7 @@ type baseline struct {
 	path    string        // the ffmpeg binary
 	threads string        // its decoder's -threads; "auto" is ffmpeg's default
 	hwaccel bool          // -hwaccel cuda -hwaccel_output_format cuda: NVDEC, pictures left on the GPU
-	stagger time.Duration // between one process's start and the next's
+	stagger time.Duration // between one process's first access unit and the next's
 }
 
 func (b baseline) name() string {
@@ -238,11 +238,12 @@ func measureFFmpeg(b baseline, s *stream, n int, period time.Duration, seconds f
 			return row{}, fmt.Errorf("%s, %d streams: %w", b.name(), n, err)
 		}
 		procs = append(procs, p)
-		time.Sleep(b.stagger)
 	}
 	// The warm-up, as the NVDEC side's: the first GOP as fast as each
 	// process reads it (process start, CUDA, the decoder, stream probing),
-	// until every process has put out pictures and stopped.
+	// until every process has put out pictures and stopped. ffmpeg makes
+	// its CUDA context and decoder at the first access unit it reads, so
+	// -ffmpeg-stagger spaces the processes' first ones.
 	feeds := make([]feeding, n)
 	var wg sync.WaitGroup
 	for k, p := range procs {
@@ -250,6 +251,7 @@ func measureFFmpeg(b baseline, s *stream, n int, period time.Duration, seconds f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			time.Sleep(time.Duration(k) * b.stagger)
 			for i := range warm {
 				if _, err := p.in.Write(aus[i]); err != nil {
 					feeds[k].err = fmt.Errorf("warming up: %w", err)

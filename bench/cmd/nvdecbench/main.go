@@ -34,7 +34,7 @@ func main() {
 	ffmpeg := flag.String("ffmpeg", "", "an ffmpeg binary: after NVDEC, the same N streams each decoded by one ffmpeg process fed on the same schedule (empty: none)")
 	threads := flag.String("ffmpeg-threads", "auto", "the ffmpeg decoder's -threads, a comma list: one baseline row each")
 	hwaccel := flag.Bool("ffmpeg-hwaccel", true, "ffmpeg decodes with -hwaccel cuda -hwaccel_output_format cuda (false: on the CPU)")
-	stagger := flag.Duration("ffmpeg-stagger", 0, "time between one ffmpeg process's start and the next's")
+	stagger := flag.Duration("ffmpeg-stagger", 0, "time between one ffmpeg process's first access unit and the next's (it makes its CUDA context then)")
 	flag.Parse()
 	bs, err := parseBaselines(*ffmpeg, *threads, *hwaccel, *stagger)
 	if err == nil {
