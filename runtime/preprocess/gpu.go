@@ -132,6 +132,9 @@ type GPU struct {
 	outStage *umem.Mem // device buffer for a tensor the GPU cannot address
 	args     umem.Args
 	bat      batchState // RunBatch's buffers (gpu_batch.go)
+	// batchTest replaces the product's batch kernel of a pixel format
+	// (tests and benchmarks of other shapes); nil in the product.
+	batchTest map[sensors.PixelFormat]batchKernel
 
 	// geometry of the last frame format
 	key  [4]int
@@ -377,6 +380,14 @@ func (g *GPU) launch(fn *umem.Kernel, f sensors.Format, src, dst uintptr) error 
 	a.I32(int32(ih))
 	a.F32(float32(float64(f.Width) / float64(iw)))
 	a.F32(float32(float64(f.Height) / float64(ih)))
+	g.normArgs(a)
+	grid, block := launchGrid(out)
+	return fn.Launch(g.stream, grid, block, 0, a)
+}
+
+// normArgs appends the kernels' last twelve arguments: the normalisation
+// (a0..a2, b0..b2) and the YUV → RGB coefficients.
+func (g *GPU) normArgs(a *umem.Args) {
 	for _, v := range g.a {
 		a.F32(v)
 	}
@@ -387,8 +398,6 @@ func (g *GPU) launch(fn *umem.Kernel, f sensors.Format, src, dst uintptr) error 
 	for _, v := range [...]float32{y.YOff, y.YGain, y.RV, y.GU, y.GV, y.BU} {
 		a.F32(v)
 	}
-	grid, block := launchGrid(out)
-	return fn.Launch(g.stream, grid, block, 0, a)
 }
 
 // launchGrid is the kernels' launch shape: one thread per output pixel in

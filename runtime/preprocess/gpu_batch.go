@@ -132,13 +132,15 @@ func (g *GPU) RunBatch(frames []BatchFrame, dst umem.Buffer, trs []Transform) er
 			if !firstOfFormat(frames, i) {
 				continue
 			}
-			count := 0
+			bk := g.batchKernel(frames[i].Format.Pixel)
+			count, blocks := 0, 0
 			for j := i; j < n; j++ {
 				if frames[j].Format.Pixel == frames[i].Format.Pixel {
 					count++
+					blocks = max(blocks, bk.shape.blocks(g.o.Out, &bs.geo[j]))
 				}
 			}
-			if errs = g.launchBatch(g.k.batch[frames[i].Format.Pixel], bs.dev.Device()+uintptr(at*descBytes), count, dstPtr); errs != nil {
+			if errs = g.launchBatch(bk, bs.dev.Device()+uintptr(at*descBytes), count, blocks, dstPtr); errs != nil {
 				break
 			}
 			at += count
@@ -349,8 +351,61 @@ func (g *GPU) flags(f sensors.Format, src uintptr, geo *Geometry) int {
 	return fl
 }
 
-// launchBatch launches a _batch kernel over count descriptors at desc.
-func (g *GPU) launchBatch(fn *umem.Kernel, desc uintptr, count int, dst uintptr) error {
+// batchShape is a launch shape of the tiles kernels (kernelSource): NX
+// output pixels per thread in the rows that hold image pixels, PadW per
+// thread in the rows above and below the image, blocks of 32 × BY
+// threads, grid (blocks per frame, frames); PerSM > 0 makes the grid
+// PerSM blocks per SM in all, each looping over its frame's tiles. The zero
+// shape is the BKERNEL grid: one thread per output pixel in 32×8 blocks,
+// block z converting frame z.
+type batchShape struct{ NX, PadW, BY, PerSM int }
+
+// productBatch is the shape of the product's batch kernels.
+var productBatch = batchShape{}
+
+// blocks is how many blocks a frame placed at geo takes.
+func (s batchShape) blocks(out Output, geo *Geometry) int {
+	if s.NX == 0 {
+		grid, _ := launchGrid(out)
+		return int(grid.X * grid.Y)
+	}
+	ih := geo.Y1 - geo.Y0
+	ceil := func(a, b int) int { return (a + b - 1) / b }
+	return ceil(out.W, 32*s.NX)*ceil(ih, s.BY) + ceil(out.W, 32*s.PadW)*ceil(out.H-ih, s.BY)
+}
+
+// grid is the launch shape for count frames of which the largest takes
+// blocks blocks, on a device of sms SMs.
+func (s batchShape) grid(out Output, blocks, count, sms int) (grid, block umem.Dim3) {
+	if s.NX == 0 {
+		grid, block = launchGrid(out)
+		grid.Z = uint32(count)
+		return grid, block
+	}
+	x := blocks
+	if s.PerSM > 0 {
+		x = min(x, max(1, (s.PerSM*sms+count-1)/count))
+	}
+	return umem.Dim3{X: uint32(x), Y: uint32(count), Z: 1}, umem.Dim3{X: 32, Y: uint32(s.BY), Z: 1}
+}
+
+// batchKernel is a batch kernel and its launch shape.
+type batchKernel struct {
+	fn    *umem.Kernel
+	shape batchShape
+}
+
+// batchKernel is what RunBatch launches for frames of pixel format pf.
+func (g *GPU) batchKernel(pf sensors.PixelFormat) batchKernel {
+	if bk, ok := g.batchTest[pf]; ok {
+		return bk
+	}
+	return batchKernel{fn: g.k.batch[pf], shape: productBatch}
+}
+
+// launchBatch launches a batch kernel over count descriptors at desc, the
+// largest frame taking blocks blocks.
+func (g *GPU) launchBatch(bk batchKernel, desc uintptr, count, blocks int, dst uintptr) error {
 	out := g.o.Out
 	a := &g.args
 	a.Reset()
@@ -359,17 +414,7 @@ func (g *GPU) launchBatch(fn *umem.Kernel, desc uintptr, count int, dst uintptr)
 	a.I32(int32(out.W))
 	a.I32(int32(out.H))
 	a.I32(int32(out.C))
-	for _, v := range g.a {
-		a.F32(v)
-	}
-	for _, v := range g.b {
-		a.F32(v)
-	}
-	y := g.yuv
-	for _, v := range [...]float32{y.YOff, y.YGain, y.RV, y.GU, y.GV, y.BU} {
-		a.F32(v)
-	}
-	grid, block := launchGrid(out)
-	grid.Z = uint32(count)
-	return fn.Launch(g.stream, grid, block, 0, a)
+	g.normArgs(a)
+	grid, block := bk.shape.grid(out, blocks, count, g.stream.Device().Probe().Multiprocs)
+	return bk.fn.Launch(g.stream, grid, block, 0, a)
 }
