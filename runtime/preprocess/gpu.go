@@ -53,7 +53,8 @@ type GPUOptions struct {
 type kernels struct {
 	mod    *umem.Module
 	byPix  map[sensors.PixelFormat]*umem.Kernel
-	batch  map[sensors.PixelFormat]*umem.Kernel // the _batch kernels (gpu_batch.go)
+	batch  map[sensors.PixelFormat]*umem.Kernel // the _batch kernels (gpu_batch.go): bilinear
+	area   map[sensors.PixelFormat]*umem.Kernel // the _batch_area kernels: any filter
 	ptx    *umem.PTX
 	refs   int
 	device *umem.Device
@@ -85,7 +86,7 @@ func acquireKernels(d *umem.Device, o GPUOptions) (*kernels, error) {
 		return nil, fmt.Errorf("preprocess: loading the preprocessing kernels: %w", err)
 	}
 	k := &kernels{mod: mod, byPix: map[sensors.PixelFormat]*umem.Kernel{}, batch: map[sensors.PixelFormat]*umem.Kernel{},
-		ptx: ptx, refs: 1, device: d}
+		area: map[sensors.PixelFormat]*umem.Kernel{}, ptx: ptx, refs: 1, device: d}
 	for pf, name := range kernelNames {
 		f, err := mod.Kernel(name)
 		if err != nil {
@@ -99,6 +100,12 @@ func acquireKernels(d *umem.Device, o GPUOptions) (*kernels, error) {
 			return nil, fmt.Errorf("preprocess: %w", err)
 		}
 		k.batch[pf] = bf
+		af, err := mod.Kernel(name + "_batch_area")
+		if err != nil {
+			mod.Close()
+			return nil, fmt.Errorf("preprocess: %w", err)
+		}
+		k.area[pf] = af
 	}
 	kernelsFor[d] = k
 	return k, nil

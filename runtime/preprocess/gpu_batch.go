@@ -360,8 +360,10 @@ func (g *GPU) flags(f sensors.Format, src uintptr, geo *Geometry) int {
 // block z converting frame z.
 type batchShape struct{ NX, PadW, BY, PerSM int }
 
-// productBatch is the shape of the product's batch kernels.
-var productBatch = batchShape{}
+// productBatch is the shape of the product's bilinear batch kernels
+// (BATCH in kernelSource); with the area filter they are the one pixel a
+// thread kernels of the zero shape (BKERNEL).
+var productBatch = batchShape{NX: 2, PadW: 8, BY: 8}
 
 // blocks is how many blocks a frame placed at geo takes.
 func (s batchShape) blocks(out Output, geo *Geometry) int {
@@ -399,6 +401,9 @@ type batchKernel struct {
 func (g *GPU) batchKernel(pf sensors.PixelFormat) batchKernel {
 	if bk, ok := g.batchTest[pf]; ok {
 		return bk
+	}
+	if g.o.Filter == Area {
+		return batchKernel{fn: g.k.area[pf]}
 	}
 	return batchKernel{fn: g.k.batch[pf], shape: productBatch}
 }

@@ -356,6 +356,11 @@ func BenchmarkGPUBatchKernel(b *testing.B) {
 				b.ReportMetric(launches*1e6, "8-launches-µs")
 				b.ReportMetric(roof/launches, "8-launches-of-roofline")
 			})
+			if c.o.Filter != Area {
+				// The kernel of the area filter (and of every batch before
+				// the tiles), one pixel a thread.
+				b.Run("one-pixel-a-thread", func(b *testing.B) { one(b, batchKernel{fn: g.k.area[f.Pixel]}) })
+			}
 			for _, v := range variants {
 				if c.o.Filter == Area && !v.area {
 					continue
@@ -406,7 +411,7 @@ func TestGPUBatchVariantsProfile(t *testing.T) {
 		if err := g.stream.Copy(g.bat.dev, g.bat.host, n*descBytes); err != nil {
 			t.Fatal(err)
 		}
-		bks := []batchKernel{g.batchKernel(f.Pixel)}
+		bks := []batchKernel{g.batchKernel(f.Pixel), {fn: g.k.area[f.Pixel]}}
 		for _, v := range variants {
 			if v.area || filter != Area {
 				bks = append(bks, v.batchKernel)

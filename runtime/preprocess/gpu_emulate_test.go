@@ -17,7 +17,8 @@ import (
 // in turn. For YUYV frames of several sizes and strides and the tensors of
 // the parity batch, every variant of the batch benchmark writes into its
 // entry exactly what the one-frame kernel writes for the frame, and
-// nothing outside it. (The GPU's own result is TestGPUBatchVariantsParity.)
+// nothing outside it; so does the product's. Its shape in kernelSource is
+// productBatch's. (The GPU's own result is TestGPUBatchVariantsParity.)
 func TestBatchKernelsEmulated(t *testing.T) {
 	cxx, err := exec.LookPath("g++")
 	if err != nil {
@@ -32,6 +33,14 @@ func TestBatchKernelsEmulated(t *testing.T) {
 	}
 	opts := append([]Options{{Resize: Letterbox, Out: Output{C: 3, H: 640, W: 640, Half: true}},
 		{Resize: Letterbox, Filter: Area, Out: Output{C: 3, H: 64, W: 64, Half: true}}}, batchParityOptions...)
+	// The product's bilinear batch kernel, then the benchmark's variants.
+	kernels := append([]batchVariant{{name: "product", shape: productBatch}}, batchVariants...)
+	kname := func(i int) string {
+		if i == 0 {
+			return "edged_pre_yuyv_batch"
+		}
+		return kernels[i].kernelName()
+	}
 	var cases strings.Builder
 	n := 0
 	for _, o := range opts {
@@ -45,7 +54,7 @@ func TestBatchKernelsEmulated(t *testing.T) {
 			fl := g.flags(f, 0, &geo)
 			iw, ih := geo.X1-geo.X0, geo.Y1-geo.Y0
 			var grids []string
-			for _, v := range batchVariants {
+			for _, v := range kernels {
 				x := 0
 				if v.area || fl&(flAreaX|flAreaY) == 0 {
 					grid, _ := v.shape.grid(o.Out, v.shape.blocks(o.Out, &geo), 1, 2)
@@ -62,14 +71,14 @@ func TestBatchKernelsEmulated(t *testing.T) {
 		}
 	}
 	var vars strings.Builder
-	for _, v := range batchVariants {
-		fmt.Fprintf(&vars, "{%q, %s, %d},\n", v.name, v.kernelName(), v.shape.BY)
+	for i, v := range kernels {
+		fmt.Fprintf(&vars, "{%q, %s, %d},\n", v.name, kname(i), v.shape.BY)
 	}
 	src := strings.ReplaceAll(batchVariantSource(batchVariants), `asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));`, "h = emuHalf(v);")
 	if strings.Contains(src, "asm(") {
 		t.Fatal("kernelSource has inline assembly the emulation does not replace")
 	}
-	prog := emuPrelude + src + fmt.Sprintf(emuMain, len(batchVariants), vars.String(), n, cases.String())
+	prog := emuPrelude + src + fmt.Sprintf(emuMain, len(kernels), vars.String(), n, cases.String())
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "emu.cc"), []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
@@ -83,6 +92,10 @@ func TestBatchKernelsEmulated(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+	s := productBatch
+	if want := fmt.Sprintf("__launch_bounds__(%d, 8) NAME(TARGS) { TBODY(P, %d, %d, %d, false, false) }", 32*s.BY, s.NX, s.PadW, s.BY); !strings.Contains(kernelSource, want) {
+		t.Errorf("kernelSource's BATCH is not productBatch %+v: no %q", s, want)
+	}
 }
 
 // emuPrelude is what the CUDA compiler provides, for the host compiler.

@@ -13,10 +13,13 @@ package preprocess
 // bit 3 area filter along x, bit 4 area filter along y, bit 5 the source
 // rows are 4-byte aligned (word loads for YUYV/UYVY).
 //
-// The _batch kernels convert the frames of a batch in one launch: block
-// z converts frame z of a table of descriptors (struct Desc, 64 bytes,
-// written by GPU.RunBatch) into its entry of the batched tensor, with the
-// same per-pixel function (pre) as the kernel of one frame.
+// The batch kernels convert the frames of a batch in one launch, each
+// frame from a table of descriptors (struct Desc, 64 bytes, written by
+// GPU.RunBatch) into its entry of the batched tensor, computing per pixel
+// exactly what the kernel of one frame does. _batch (bilinear filter):
+// tiles, several output pixels a thread, the letterbox rows written
+// without sampling; _batch_area (any filter): block z converts frame z,
+// one thread per output pixel (pre).
 const kernelSource = `
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -255,6 +258,7 @@ struct Desc {
 	int entry, pad0, pad1, pad2;
 };
 
+// BKERNEL: the _batch_area kernels (the area code makes tiles slower).
 #define BKERNEL(NAME, P) \
 extern "C" __global__ void __launch_bounds__(256) NAME(const Desc* __restrict__ desc, \
 	void* __restrict__ dst, int W, int H, int C, \
@@ -384,10 +388,14 @@ __device__ __forceinline__ void tiles(const Desc* __restrict__ desc, void* __res
 	}
 }
 
-// TKERNEL instantiates tiles: blocks of 32 × BY threads, grid (blocks per
-// frame, frames).
-#define TKERNEL(NAME, P, NX, PADW, BY, AREA, ILV) \
-extern "C" __global__ void __launch_bounds__(32 * BY) NAME(TARGS) { TBODY(P, NX, PADW, BY, AREA, ILV) }
+// BATCH is the product's batch kernel for the bilinear filter: tiles of
+// 2 pixels a thread in the image rows, 8 in the padding rows, 32×8-thread
+// blocks, registers capped for 8 blocks per SM (32 a thread: full
+// occupancy on an H200; where 2048 threads do not fit an SM the cap is
+// ignored). Measured against other shapes in docs/PERFORMANCE.md ("GPU
+// preprocessing of a batch"); productBatch (gpu_batch.go) is its shape.
+#define BATCH(NAME, P) \
+extern "C" __global__ void __launch_bounds__(256, 8) NAME(TARGS) { TBODY(P, 2, 8, 8, false, false) }
 #define TARGS const Desc* __restrict__ desc, void* __restrict__ dst, int W, int H, int C, \
 	float a0, float a1, float a2, float b0, float b1, float b2, \
 	float yoff, float ygain, float rv, float gu, float gv, float bu
@@ -402,10 +410,16 @@ KERNEL(edged_pre_nv12, NV12)
 KERNEL(edged_pre_grey, GREY)
 KERNEL(edged_pre_rgb24, RGB24)
 KERNEL(edged_pre_bgr24, BGR24)
-BKERNEL(edged_pre_yuyv_batch, YUYV)
-BKERNEL(edged_pre_uyvy_batch, UYVY)
-BKERNEL(edged_pre_nv12_batch, NV12)
-BKERNEL(edged_pre_grey_batch, GREY)
-BKERNEL(edged_pre_rgb24_batch, RGB24)
-BKERNEL(edged_pre_bgr24_batch, BGR24)
+BATCH(edged_pre_yuyv_batch, YUYV)
+BATCH(edged_pre_uyvy_batch, UYVY)
+BATCH(edged_pre_nv12_batch, NV12)
+BATCH(edged_pre_grey_batch, GREY)
+BATCH(edged_pre_rgb24_batch, RGB24)
+BATCH(edged_pre_bgr24_batch, BGR24)
+BKERNEL(edged_pre_yuyv_batch_area, YUYV)
+BKERNEL(edged_pre_uyvy_batch_area, UYVY)
+BKERNEL(edged_pre_nv12_batch_area, NV12)
+BKERNEL(edged_pre_grey_batch_area, GREY)
+BKERNEL(edged_pre_rgb24_batch_area, RGB24)
+BKERNEL(edged_pre_bgr24_batch_area, BGR24)
 `
