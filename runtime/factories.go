@@ -38,12 +38,13 @@ type Factories struct {
 	// io.Closer is closed after its engines when the configuration is
 	// replaced or the daemon stops.
 	Backend func(name string, m *config.Model, cfg *config.Config) (trt.Backend, error)
-	// FrameAllocator returns the allocator of a pipeline's frame pool
+	// FrameAllocator returns the allocator of the frame pool of camera sc
+	// of pipeline pc (a batched pipeline asks for each of its cameras)
 	// where it is not Allocator's, and a sentence saying where its frames
 	// live and why: a source whose decoder writes its pictures on the GPU
 	// (NVDEC) gets device memory. A nil allocator (or a nil
 	// FrameAllocator) means Allocator's; the sentence is logged either way.
-	FrameAllocator func(pc *config.Pipeline, cfg *config.Config) (umem.Allocator, string, error)
+	FrameAllocator func(pc *config.Pipeline, sc *config.Source, cfg *config.Config) (umem.Allocator, string, error)
 	// GPUPreprocess builds the GPU preprocessing path of a pipeline whose
 	// frames come from allocator frames (Allocator's or FrameAllocator's:
 	// it says how the kernel reads them), or returns an error wrapping

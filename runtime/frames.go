@@ -36,7 +36,7 @@ func (p *pipeline) frames() (umem.Allocator, error) {
 func (d *daemon) frameAllocator(p *pipeline) (umem.Allocator, error) {
 	alloc, why := d.alloc, "the daemon's memory strategy"
 	if f := d.opts.Factories.FrameAllocator; f != nil {
-		a, w, err := f(p.cfg, p.conf)
+		a, w, err := f(p.cfg, p.scfg, p.conf)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %q: frame memory: %w", p.cfg.Name, err)
 		}

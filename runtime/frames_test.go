@@ -59,7 +59,7 @@ func TestFrameAllocatorPerPipeline(t *testing.T) {
 	frames := &kindAlloc{HostAllocator: umem.NewHost(), kind: umem.KindDevice}
 	var asked []string
 	var mu sync.Mutex
-	f.FrameAllocator = func(pc *config.Pipeline, _ *config.Config) (umem.Allocator, string, error) {
+	f.FrameAllocator = func(pc *config.Pipeline, _ *config.Source, _ *config.Config) (umem.Allocator, string, error) {
 		mu.Lock()
 		asked = append(asked, pc.Name)
 		mu.Unlock()
@@ -111,12 +111,16 @@ func TestFrameAllocatorDefaultsToTheDaemons(t *testing.T) {
 	if a, err := d.frameAllocator(p); err != nil || a != d.alloc {
 		t.Fatalf("no FrameAllocator: %v, %v; want the daemon's", a, err)
 	}
-	d.opts.Factories.FrameAllocator = func(*config.Pipeline, *config.Config) (umem.Allocator, string, error) { return nil, "cpu decoder", nil }
+	d.opts.Factories.FrameAllocator = func(*config.Pipeline, *config.Source, *config.Config) (umem.Allocator, string, error) {
+		return nil, "cpu decoder", nil
+	}
 	if a, err := d.frameAllocator(p); err != nil || a != d.alloc {
 		t.Fatalf("FrameAllocator returning none: %v, %v; want the daemon's", a, err)
 	}
 	boom := errors.New("boom")
-	d.opts.Factories.FrameAllocator = func(*config.Pipeline, *config.Config) (umem.Allocator, string, error) { return nil, "", boom }
+	d.opts.Factories.FrameAllocator = func(*config.Pipeline, *config.Source, *config.Config) (umem.Allocator, string, error) {
+		return nil, "", boom
+	}
 	if _, err := d.frameAllocator(p); !errors.Is(err, boom) || !strings.Contains(err.Error(), p.cfg.Name) {
 		t.Fatalf("FrameAllocator failing: %v", err)
 	}

@@ -73,7 +73,7 @@ func TestNVDECPipelineKeepsPicturesOnTheGPU(t *testing.T) {
 	})
 	f := testFactories(t, sink, backend)
 	f.Allocator = func(config.GPU) (umem.Allocator, string, error) { return place.Alloc, place.Reason, nil }
-	f.FrameAllocator = func(*config.Pipeline, *config.Config) (umem.Allocator, string, error) {
+	f.FrameAllocator = func(*config.Pipeline, *config.Source, *config.Config) (umem.Allocator, string, error) {
 		return dev.Alloc, dev.Reason, nil
 	}
 	var gpuFrames atomic.Int64

@@ -542,7 +542,10 @@ func checkPreprocess(w *wiring, cfg *config.Config, pc *config.Pipeline, ok, war
 		return
 	}
 	start := time.Now()
-	frames, _, _ := w.frameAllocator(pc, cfg) // nil: the daemon's (frames.go)
+	var frames umem.Allocator // nil: the daemon's (frames.go); a batched pipeline's GPU path is built for its first camera
+	if cams := pc.Cameras(); len(cams) > 0 {
+		frames, _, _ = w.frameAllocator(pc, cfg.Source(cams[0]), cfg)
+	}
 	g, err := w.gpuPreprocess(preprocess.Options{Out: preprocess.Output{C: 3, H: 8, W: 8}}, frames, cfg)
 	if err != nil && dev == "auto" && (w.place == nil || w.place.Device == nil) {
 		ok("pipeline %s: CPU (no CUDA device; see gpu: above)", pc.Name)

@@ -35,10 +35,10 @@ func factsOf(p *umem.Placement) gpuFacts {
 	return gpuFacts{discrete: p.Device != nil && !p.Probe.Integrated, frames: p.Frames}
 }
 
-// framePlace says whether pipeline pc's frames live in device memory
-// (dev), and why, or why they live in the daemon's strategy's memory.
-func framePlace(pc *config.Pipeline, c *config.Config, place gpuFacts) (dev bool, why string) {
-	sc := c.Source(pc.Source)
+// framePlace says whether the frames of camera sc of pipeline pc live
+// in device memory (dev), and why, or why they live in the daemon's
+// strategy's memory.
+func framePlace(pc *config.Pipeline, sc *config.Source, c *config.Config, place gpuFacts) (dev bool, why string) {
 	daemon := fmt.Sprintf("memory = %q (%s frames)", c.GPU.Memory, place.frames)
 	switch {
 	case sc == nil || sc.Kind != rtsp.Kind:
@@ -71,12 +71,14 @@ var devFed sync.Map // source name → true
 // frameAllocator is runtime's Factories.FrameAllocator: device memory
 // for the frames of a pipeline whose pictures NVDEC writes (framePlace),
 // else the daemon's allocator (nil), with the sentence saying why.
-func (w *wiring) frameAllocator(pc *config.Pipeline, c *config.Config) (umem.Allocator, string, error) {
+func (w *wiring) frameAllocator(pc *config.Pipeline, sc *config.Source, c *config.Config) (umem.Allocator, string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	dev, why := framePlace(pc, c, factsOf(w.place))
+	dev, why := framePlace(pc, sc, c, factsOf(w.place))
 	if !dev {
-		devFed.Delete(pc.Source)
+		if sc != nil {
+			devFed.Delete(sc.Name)
+		}
 		return nil, why, nil
 	}
 	if w.devFrames == nil {
@@ -86,7 +88,7 @@ func (w *wiring) frameAllocator(pc *config.Pipeline, c *config.Config) (umem.All
 		}
 		w.devFrames = p
 	}
-	devFed.Store(pc.Source, true)
+	devFed.Store(sc.Name, true)
 	return w.devFrames.Alloc, why, nil
 }
 
@@ -102,8 +104,9 @@ func (w *wiring) placementFor(frames umem.Allocator) *umem.Placement {
 	return w.place
 }
 
-// checkFrames is edged check's line per pipeline: where its pictures
-// will live and why (as run's "frame memory" log line says it).
+// checkFrames is edged check's line per pipeline (per camera of a
+// batched one): where its pictures will live and why (as run's "frame
+// memory" log line says it).
 func checkFrames(r *report, w *wiring, cfg *config.Config) {
 	w.mu.Lock()
 	place := w.place
@@ -114,11 +117,17 @@ func checkFrames(r *report, w *wiring, cfg *config.Config) {
 		if place != nil {
 			where = place.Frames.String() + " memory"
 		}
-		dev, why := framePlace(pc, cfg, factsOf(place))
-		if dev {
-			where = "device memory"
+		for _, cam := range pc.Cameras() {
+			name, at := pc.Name, where
+			if pc.Batched() {
+				name += " camera " + cam
+			}
+			dev, why := framePlace(pc, cfg.Source(cam), cfg, factsOf(place))
+			if dev {
+				at = "device memory"
+			}
+			r.note("pipeline %s: frames in %s: %s", name, at, why)
 		}
-		r.note("pipeline %s: frames in %s: %s", pc.Name, where, why)
 	}
 }
 
@@ -130,8 +139,15 @@ func markDevicePools(plan edruntime.MemoryPlan, w *wiring, cfg *config.Config) {
 	w.mu.Unlock()
 	for i := range plan.Needs {
 		for j := range cfg.Pipelines {
-			if pc := &cfg.Pipelines[j]; pc.Name == plan.Needs[i].Pipeline {
-				plan.Needs[i].PoolOnDevice, _ = framePlace(pc, cfg, facts)
+			pc := &cfg.Pipelines[j]
+			for _, cam := range pc.Cameras() {
+				name := pc.Name // as PlanMemory names the need
+				if pc.Batched() {
+					name += "/" + cam
+				}
+				if name == plan.Needs[i].Pipeline {
+					plan.Needs[i].PoolOnDevice, _ = framePlace(pc, cfg.Source(cam), cfg, facts)
+				}
 			}
 		}
 	}

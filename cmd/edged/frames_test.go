@@ -61,7 +61,7 @@ func TestFramePlace(t *testing.T) {
 			cfg := &config.Config{GPU: config.GPU{Device: c.device, Memory: "auto"},
 				Sources:   []config.Source{{Name: "cam", Kind: c.kind, Decoder: c.decoder}},
 				Pipelines: []config.Pipeline{{Name: "p", Source: "cam", Preprocess: config.Preprocess{Device: c.pre}}}}
-			dev, why := framePlace(&cfg.Pipelines[0], cfg, c.gpu)
+			dev, why := framePlace(&cfg.Pipelines[0], &cfg.Sources[0], cfg, c.gpu)
 			if dev != c.dev {
 				t.Errorf("device memory = %v, want %v (%s)", dev, c.dev, why)
 			}
@@ -86,7 +86,7 @@ func TestFrameAllocatorWithoutCUDA(t *testing.T) {
 	if _, _, err := w.allocator(cfg.GPU); err != nil {
 		t.Fatal(err)
 	}
-	a, why, err := w.frameAllocator(&cfg.Pipelines[0], cfg)
+	a, why, err := w.frameAllocator(&cfg.Pipelines[0], &cfg.Sources[0], cfg)
 	if err != nil || a != nil || !strings.Contains(why, "no discrete GPU") || w.devFrames != nil || isDevFed("cam") {
 		t.Fatalf("frameAllocator without CUDA: %v, %q, %v (device frames %v)", a, why, err, w.devFrames)
 	}
