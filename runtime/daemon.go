@@ -620,7 +620,11 @@ func pipelineParts(g *graph) (parts []string, allSettled bool) {
 			allSettled = false
 			parts = append(parts, fmt.Sprintf("%s starting", p.cfg.Name))
 		case stateWaiting:
-			parts = append(parts, fmt.Sprintf("%s waiting for %s%s", p.cfg.Name, p.scfg.Name, p.sourceNote()))
+			waiting := p.scfg.Name
+			if p.bat != nil {
+				waiting = "its cameras"
+			}
+			parts = append(parts, fmt.Sprintf("%s waiting for %s%s", p.cfg.Name, waiting, p.sourceNote()))
 		case stateRunning:
 			gen := p.hot.Current()
 			info := ""
@@ -648,12 +652,18 @@ func pipelineParts(g *graph) (parts []string, allSettled bool) {
 // camera: its transport and the pictures it dropped after losses), as
 // ", note", or "".
 func (p *pipeline) sourceNote() string {
-	if n, ok := p.src.(interface{ StatusNote() string }); ok {
-		if s := n.StatusNote(); s != "" {
-			return ", " + s
+	note := ""
+	for _, l := range p.lanesOf() {
+		if n, ok := l.src.(interface{ StatusNote() string }); ok {
+			if s := n.StatusNote(); s != "" {
+				if p.bat != nil {
+					s = l.scfg.Name + ": " + s
+				}
+				note += ", " + s
+			}
 		}
 	}
-	return ""
+	return note + p.camerasDown()
 }
 
 // failedStatus is the STATUS= line of a graph with failed pipelines.

@@ -393,8 +393,12 @@ func (p *pipeline) batchLive(live bool) {
 func (p *pipeline) sourceDownEvent(err error, announce bool, retry time.Duration) {
 	p.sourceUp.Store(false)
 	p.batchLive(false)
-	p.head().published.Store(false)
-	p.state.Store(int32(stateWaiting))
+	if h := p.head(); h == p || h.allDown() {
+		// A batched pipeline waits when all its cameras are down; while
+		// one delivers it runs (STATUS= names the others).
+		h.published.Store(false)
+		h.state.Store(int32(stateWaiting))
+	}
 	reason := "stopped"
 	if err != nil {
 		reason = err.Error()

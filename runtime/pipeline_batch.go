@@ -82,6 +82,34 @@ func (p *pipeline) head() *pipeline {
 	return p
 }
 
+// allDown reports whether none of the pipeline's cameras is up.
+func (p *pipeline) allDown() bool {
+	for _, l := range p.lanesOf() {
+		if l.sourceUp.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// camerasDown is, for STATUS=, the cameras of a batched pipeline that are
+// down (", cameras down: cam3"), or "".
+func (p *pipeline) camerasDown() string {
+	if p.bat == nil {
+		return ""
+	}
+	var down []string
+	for _, l := range p.bat.lanes {
+		if !l.sourceUp.Load() {
+			down = append(down, l.scfg.Name)
+		}
+	}
+	if len(down) == 0 {
+		return ""
+	}
+	return ", cameras down: " + strings.Join(down, ", ")
+}
+
 // BatchSize is the most frames per inference of batched pipeline pc of
 // c (0 for a pipeline of one source): its batch, else the number of its
 // sources capped by the batch dimension its model declares when that is

@@ -404,7 +404,7 @@ func TestBatchedCameraStalledOrGone(t *testing.T) {
 		d.left.Store(10)
 		return d, nil
 	}
-	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: f})
+	dd, _, stop := runDaemon(t, Options{Config: cfg, Factories: f})
 	count := func() map[string]int {
 		sink.mu.Lock()
 		defer sink.mu.Unlock()
@@ -415,6 +415,10 @@ func TestBatchedCameraStalledOrGone(t *testing.T) {
 		return per
 	}
 	waitFor(t, 60*time.Second, func() bool { return count()["cam0"] >= 90 })
+	parts, _ := pipelineParts(dd.d.currentGraph())
+	if len(parts) != 1 || !strings.Contains(parts[0], "cameras down: cam3") || !strings.HasPrefix(parts[0], "demo ") || strings.Contains(parts[0], "waiting") {
+		t.Errorf("STATUS= says %q, want the pipeline running with cam3 down", parts)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -437,6 +441,7 @@ func TestBatchedCameraStalledOrGone(t *testing.T) {
 	if per["cam3"] > 10 || per["cam2"] == 0 || per["cam2"] > per["cam0"]/5 {
 		t.Errorf("results per camera %v: want cam3 at most 10 (it went away), cam2 a few (2 fps)", per)
 	}
+	t.Logf("STATUS= %q", parts)
 	t.Logf("results per camera %v; the others' longest wait for a batch %v (batch_wait %v)", per, time.Duration(worst)*time.Microsecond, wait)
 }
 
