@@ -463,3 +463,27 @@ func TestBatchAllocatesNothing(t *testing.T) {
 		t.Fatalf("not every kind of batch ran: %+v", s)
 	}
 }
+
+// TestNextUntil: NextUntil returns ok false, no error, when its channel
+// fires before a batch runs (the caller's idle tick), a batch when one is
+// ready, and the context's error.
+func TestNextUntil(t *testing.T) {
+	r := newRig(t, []string{"c0", "c1"}, nil)
+	dst := r.b.NewBatch()
+	fired := make(chan time.Time, 1)
+	fired <- time.Time{}
+	if ok, err := r.b.NextUntil(context.Background(), dst, fired); ok || err != nil {
+		t.Fatalf("with nothing waiting and the channel fired: ok %v, err %v", ok, err)
+	}
+	r.put(0, 1)
+	r.put(1, 1)
+	if ok, err := r.b.NextUntil(context.Background(), dst, make(chan time.Time)); !ok || err != nil {
+		t.Fatalf("with a full batch: ok %v, err %v", ok, err)
+	}
+	want(t, dst, batch.Full, "c0", "c1")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if ok, err := r.b.NextUntil(ctx, dst, nil); ok || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: ok %v, err %v", ok, err)
+	}
+}
