@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/edged-dev/edged/trt"
@@ -440,6 +441,11 @@ type Engine struct {
 	closed  bool
 	errbuf  [errBufSize]C.char
 	bat     batching // LoadOptions.Batch > 0 (batch_cgo.go)
+	// cur is the tensors of the batch SetBatch chose (nil: inputs and
+	// outputs), read by Inputs and Outputs: another goroutine (a memory
+	// estimate, a reload) may read them while the engine's user sets the
+	// batch.
+	cur atomic.Pointer[batchSet]
 }
 
 var _ trt.Engine = (*Engine)(nil)
@@ -681,10 +687,20 @@ func (e *Engine) bind(list *[]*trt.Tensor, name string, dt trt.DataType, shape [
 func (e *Engine) Backend() string { return Name }
 
 // Inputs implements trt.Engine.
-func (e *Engine) Inputs() []*trt.Tensor { return e.inputs }
+func (e *Engine) Inputs() []*trt.Tensor {
+	if s := e.cur.Load(); s != nil {
+		return s.inputs
+	}
+	return e.inputs
+}
 
 // Outputs implements trt.Engine.
-func (e *Engine) Outputs() []*trt.Tensor { return e.outputs }
+func (e *Engine) Outputs() []*trt.Tensor {
+	if s := e.cur.Load(); s != nil {
+		return s.outputs
+	}
+	return e.outputs
+}
 
 // Metadata is the Ultralytics metadata of a wrapped engine file, or nil.
 func (e *Engine) Metadata() *plan.Metadata { return e.meta }
@@ -784,6 +800,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, b.Release())
 	}
 	e.inputs, e.outputs, e.bufs = nil, nil, nil
+	e.cur.Store(nil)
 	errs = append(errs, e.b.engineClosed())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tensorrt: closing engine: %w", err)

@@ -95,6 +95,7 @@ func (e *Engine) planBatches(ins []tensorDesc, max int) error {
 	}
 	b.applied = top
 	e.inputs, e.outputs = b.byRuns[top].inputs, b.byRuns[top].outputs
+	e.cur.Store(b.byRuns[top])
 	return nil
 }
 
@@ -154,7 +155,7 @@ func (e *Engine) SetBatch(n int) error {
 	}
 	r, _ := b.dim.Fits(n)
 	b.runs = r
-	e.inputs, e.outputs = b.byRuns[r].inputs, b.byRuns[r].outputs
+	e.cur.Store(b.byRuns[r]) // Inputs and Outputs read it without e.mu
 	return nil
 }
 
