@@ -59,8 +59,9 @@ var sourceKinds = map[string]sourceKind{
 	serialsrc.Kind: {check: checkSerialSensor},
 }
 
-// The source kinds' keys, as their packages declare them, for the
+// The source and sink kinds' keys, as their packages declare them, for the
 // configuration (in the order its messages list the kinds).
 func init() {
 	config.RegisterSourceKinds(v4l2.SourceKind, synthetic.SourceKind, replay.SourceKind, rtsp.SourceKind, serialsrc.SourceKind)
+	config.RegisterSinkKinds(socketsink.SinkKind, serialsink.SinkKind, mqttsink.SinkKind)
 }

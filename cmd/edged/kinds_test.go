@@ -23,3 +23,13 @@ func TestSourceKindsRegisteredOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSinkKindsRegisteredOnce: the sink kinds whose keys the configuration
+// knows (registered in kinds.go) are the kinds the binary builds and
+// checks (sinkKinds).
+func TestSinkKindsRegisteredOnce(t *testing.T) {
+	keys, built := config.SinkKindNames(), slices.Sorted(maps.Keys(sinkKinds))
+	if !slices.Equal(slices.Sorted(slices.Values(keys)), built) {
+		t.Errorf("the configuration knows the sink kinds %v, the binary builds %v", keys, built)
+	}
+}

@@ -525,7 +525,8 @@ func TestCoreImportsNoConcreteKind(t *testing.T) {
 }
 
 // namesNoSourceKind: the configuration's code names no source kind (nor
-// their series): each kind's keys, defaults and checks are its package's,
+// their series) and no sink kind: each kind's keys, defaults and checks
+// (and a sink's files, what it holds, whether it listens) are its package's,
 // and what the configuration says of every kind (the list in a message,
 // which are cameras) it reads from the kinds registered.
 func namesNoSourceKind(t *testing.T, fset *token.FileSet, files []string) {
@@ -544,6 +545,14 @@ func namesNoSourceKind(t *testing.T, fset *token.FileSet, files []string) {
 				for _, kind := range []string{"v4l2", "synthetic", "replay", "rtsp"} {
 					if strings.Contains(v, kind) {
 						t.Errorf("%s: the configuration names the source kind %s in %s", fset.Position(lit.Pos()), kind, lit.Value)
+					}
+				}
+				// The sink kinds: by name, quoted in a message, or as
+				// "<kind> sink" (a socket path or a serial sensor is no
+				// sink kind).
+				for _, kind := range []string{"socket", "serial", "mqtt"} {
+					if v == kind || strings.Contains(v, `"`+kind+`"`) || strings.Contains(v, kind+" sink") || kind == "mqtt" && strings.Contains(v, kind) {
+						t.Errorf("%s: the configuration names the sink kind %s in %s", fset.Position(lit.Pos()), kind, lit.Value)
 					}
 				}
 			}

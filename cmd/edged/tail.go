@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/serialsink"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/runtime/stream"
 )
 
@@ -189,7 +189,7 @@ func clientSocket(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	def := config.DefaultSocketPath()
+	def := socketsink.DefaultPath()
 	for _, p := range []string{def, systemSocket} {
 		if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
 			return p, nil

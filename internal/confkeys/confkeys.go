@@ -2,7 +2,9 @@ package confkeys
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -75,3 +77,43 @@ type Kind struct {
 	// New returns the kind's keys, zero.
 	New func() Keys
 }
+
+// SinkKind is a sink kind as its package declares it to the configuration.
+type SinkKind struct {
+	Name string
+	// New returns the kind's keys, zero.
+	New func() Keys
+	// Listens: a sink of the kind listens on a Unix socket, which
+	// systemd's socket activation may pass it.
+	Listens bool
+	// Holds names what the sink called name, with keys, holds
+	// exclusively, so that a reload builds a sink that takes it over
+	// only after the one holding it stopped; resolve makes a path of the
+	// configuration absolute. Nil: only its own replacement waits.
+	Holds func(name string, keys Keys, resolve func(string) string) string
+	// Files are the keys that name files the configuration reads (and
+	// keeps, to see a reload that only changes them), in order.
+	Files []File
+}
+
+// File is a key that names a file, and the most bytes read from it.
+type File struct {
+	Key   string
+	Limit int64
+}
+
+// ParseMode parses an octal file mode such as "0660".
+func ParseMode(s string) (os.FileMode, error) {
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || v > 0o777 {
+		return 0, fmt.Errorf("invalid file mode %q (use octal permission bits such as \"0660\")", s)
+	}
+	return os.FileMode(v), nil
+}
+
+// The most bytes a configuration reads from a file it names: a password
+// file, and a PEM file (a bundle of every public root CA is about 220 KB).
+const (
+	MaxPasswordFileBytes = 64 << 10
+	MaxPEMFileBytes      = 1 << 20
+)

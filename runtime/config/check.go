@@ -23,9 +23,6 @@ const (
 	DefaultStopTimeout  = 5 * time.Second
 	DefaultStallTimeout = 10 * time.Second
 	DefaultSensorWindow = 50 * time.Millisecond
-	DefaultWriteTimeout = 5 * time.Second
-	DefaultKeepalive    = 10 * time.Second // socket sinks; MQTT's is 30 s
-	DefaultBaud         = 115200
 	DefaultQueue        = 4
 	// DefaultBatchWait is batch_wait's default: runtime/batch's
 	// DefaultWait, which says how it was chosen (a runtime test checks
@@ -33,18 +30,13 @@ const (
 	DefaultBatchWait = 2 * time.Millisecond
 	// MaxBatchWait bounds batch_wait: a wait is for frames captured
 	// together, not for a camera's next frame.
-	MaxBatchWait         = time.Second
-	DefaultMaxClients    = 64
-	DefaultClientQueue   = 256
-	DefaultSerialQueue   = 64
-	DefaultMaxFrameBytes = 1024
-	DefaultMaxValues     = 1024
+	MaxBatchWait     = time.Second
+	DefaultMaxValues = 1024
 	// Post-processing defaults of detections and keypoints, and of topk.
 	DefaultScoreThreshold = 0.25
 	DefaultIOUThreshold   = 0.45
 	DefaultMaxDetections  = 100
 	DefaultTopK           = 1
-	DefaultMode           = "0660"
 	// DefaultMaxModelBytes is daemon.max_model_bytes: 1 GiB (the reasons
 	// are at trt.DefaultMaxBytes).
 	DefaultMaxModelBytes = trt.DefaultMaxBytes

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -222,7 +221,7 @@ type Preprocess struct {
 
 // Postprocess is one [[pipeline.postprocess]]. A field tagged kinds is a
 // key of those kinds only (edged config print leaves it out for the
-// others); the rest are keys of every kind. The same holds for Sink.
+// others); the rest are keys of every kind.
 type Postprocess struct {
 	Output         string   `toml:"output"`
 	Kind           string   `toml:"kind"` // raw | topk | detections | keypoints
@@ -245,55 +244,56 @@ type Postprocess struct {
 	Sigmoid bool `kinds:"detections,keypoints" toml:"sigmoid"`
 }
 
-// Sink is one [[sink]].
+// Sink is one [[sink]]: every key of every sink kind (the kinds' packages
+// declare which are theirs, sinks.go).
 type Sink struct {
 	Name   string `toml:"name"`
 	Kind   string `toml:"kind"` // socket | serial | mqtt
 	Format string `toml:"format"`
 
 	// Socket.
-	Path       string `kinds:"socket" toml:"path"`
-	Mode       string `kinds:"socket" toml:"mode"`
-	Group      string `kinds:"socket" toml:"group"`
-	MaxClients int    `kinds:"socket" toml:"max_clients"`
+	Path       string `toml:"path"`
+	Mode       string `toml:"mode"`
+	Group      string `toml:"group"`
+	MaxClients int    `toml:"max_clients"`
 	// MaxClientsPerUID bounds one peer uid's connections; default
 	// MaxClients/2.
-	MaxClientsPerUID int      `kinds:"socket" toml:"max_clients_per_uid"`
-	ClientQueue      int      `kinds:"socket" toml:"client_queue"`
-	WriteTimeout     Duration `kinds:"socket" toml:"write_timeout"`
-	AllowUIDs        []int    `kinds:"socket" toml:"allow_uids"`
-	AllowGIDs        []int    `kinds:"socket" toml:"allow_gids"`
+	MaxClientsPerUID int      `toml:"max_clients_per_uid"`
+	ClientQueue      int      `toml:"client_queue"`
+	WriteTimeout     Duration `toml:"write_timeout"`
+	AllowUIDs        []int    `toml:"allow_uids"`
+	AllowGIDs        []int    `toml:"allow_gids"`
 
 	// Serial.
-	Device        string `kinds:"serial" toml:"device"`
-	Baud          int    `kinds:"serial" toml:"baud"`
-	DataBits      int    `kinds:"serial" toml:"data_bits"`
-	Parity        string `kinds:"serial" toml:"parity"`
-	StopBits      int    `kinds:"serial" toml:"stop_bits"`
-	Queue         int    `kinds:"serial,mqtt" toml:"queue"` // serial and mqtt: records held in memory
-	MaxFrameBytes int    `kinds:"serial" toml:"max_frame_bytes"`
+	Device        string `toml:"device"`
+	Baud          int    `toml:"baud"`
+	DataBits      int    `toml:"data_bits"`
+	Parity        string `toml:"parity"`
+	StopBits      int    `toml:"stop_bits"`
+	Queue         int    `toml:"queue"` // serial and mqtt: records held in memory
+	MaxFrameBytes int    `toml:"max_frame_bytes"`
 
 	// MQTT.
-	URL            string   `kinds:"mqtt" toml:"url"`          // mqtt://host:1883 | mqtts://host:8883
-	Topic          string   `kinds:"mqtt" toml:"topic"`        // {device} {pipeline} {sink}
-	StatusTopic    string   `kinds:"mqtt" toml:"status_topic"` // {device} {sink}
-	QoS            *int     `kinds:"mqtt" toml:"qos"`          // 0 | 1 (default 1)
-	ClientID       string   `kinds:"mqtt" toml:"client_id"`
-	Username       string   `kinds:"mqtt" toml:"username"`
-	PasswordFile   string   `kinds:"mqtt" toml:"password_file"`
-	CAFile         string   `kinds:"mqtt" toml:"ca_file"`
-	CertFile       string   `kinds:"mqtt" toml:"cert_file"`
-	KeyFile        string   `kinds:"mqtt" toml:"key_file"`
-	QueueBytes     int64    `kinds:"mqtt" toml:"queue_bytes"`      // on-disk queue bound
-	Keepalive      Duration `kinds:"mqtt,socket" toml:"keepalive"` // mqtt: MQTT keep-alive; socket: idle clients get a keepalive record
-	ConnectTimeout Duration `kinds:"mqtt" toml:"connect_timeout"`
-	AckTimeout     Duration `kinds:"mqtt" toml:"ack_timeout"`
+	URL            string   `toml:"url"`          // mqtt://host:1883 | mqtts://host:8883
+	Topic          string   `toml:"topic"`        // {device} {pipeline} {sink}
+	StatusTopic    string   `toml:"status_topic"` // {device} {sink}
+	QoS            *int     `toml:"qos"`          // 0 | 1 (default 1)
+	ClientID       string   `toml:"client_id"`
+	Username       string   `toml:"username"`
+	PasswordFile   string   `toml:"password_file"`
+	CAFile         string   `toml:"ca_file"`
+	CertFile       string   `toml:"cert_file"`
+	KeyFile        string   `toml:"key_file"`
+	QueueBytes     int64    `toml:"queue_bytes"` // on-disk queue bound
+	Keepalive      Duration `toml:"keepalive"`   // mqtt: MQTT keep-alive; socket: idle clients get a keepalive record
+	ConnectTimeout Duration `toml:"connect_timeout"`
+	AckTimeout     Duration `toml:"ack_timeout"`
 
-	pathDefaulted bool // a socket sink's path is DefaultSocketPath()
+	pathDefaulted bool // the kind filled in the path (a socket sink's default)
 }
 
 // PathDefaulted reports whether a socket sink's path is the default
-// (DefaultSocketPath) because the configuration leaves it empty.
+// (socketsink.DefaultPath) because the configuration leaves it empty.
 func (s *Sink) PathDefaulted() bool { return s.pathDefaulted }
 
 // Duration is a time.Duration written as a string such as "250ms".
@@ -561,9 +561,5 @@ func (c *Config) Sink(n string) *Sink {
 
 // ParseMode parses a socket file mode such as "0660".
 func ParseMode(s string) (os.FileMode, error) {
-	v, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || v > 0o777 {
-		return 0, fmt.Errorf("invalid file mode %q (use octal permission bits such as \"0660\")", s)
-	}
-	return os.FileMode(v), nil
+	return confkeys.ParseMode(s)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/configs"
+	"github.com/edged-dev/edged/runtime/mqttsink"
 )
 
 // TestShippedConfigs loads every file in configs/: the embedded default and
@@ -463,7 +464,7 @@ ca_file = "ca.pem"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := cfg.Sinks[0]; s.Topic != DefaultMQTTTopic || s.StatusTopic != DefaultMQTTStatusTopic || *s.QoS != 1 || s.QueueBytes != DefaultMQTTQueueBytes || s.Format != "ndjson" {
+	if s := cfg.Sinks[0]; s.Topic != mqttsink.DefaultTopic || s.StatusTopic != mqttsink.DefaultStatusTopic || *s.QoS != 1 || s.QueueBytes != mqttsink.DefaultQueueBytes || s.Format != "ndjson" {
 		t.Errorf("defaults: %+v", s)
 	}
 	err = cfg.CheckFiles()

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
+	"github.com/edged-dev/edged/internal/confkeys"
 	"github.com/edged-dev/edged/internal/regfile"
 )
 
@@ -19,10 +21,10 @@ const (
 	// MaxFileBytes bounds the configuration file itself.
 	MaxFileBytes = 1 << 20
 	// MaxPasswordFileBytes bounds an MQTT sink's password_file.
-	MaxPasswordFileBytes = 64 << 10
+	MaxPasswordFileBytes = confkeys.MaxPasswordFileBytes
 	// MaxPEMFileBytes bounds an MQTT sink's ca_file, cert_file and
 	// key_file (a bundle of every public root CA is about 220 KB).
-	MaxPEMFileBytes = 1 << 20
+	MaxPEMFileBytes = confkeys.MaxPEMFileBytes
 )
 
 // files holds what a Config has read of the files it names, by resolved
@@ -76,19 +78,16 @@ type sinkFile struct {
 	limit     int64
 }
 
+// files are the files s names, as its kind declares them (confkeys.SinkKind.Files).
 func (s *Sink) files() []sinkFile {
-	if s.Kind != "mqtt" {
+	k, ok := findSinkKind(s.Kind)
+	if !ok {
 		return nil
 	}
 	var out []sinkFile
-	for _, f := range []sinkFile{
-		{"password_file", s.PasswordFile, MaxPasswordFileBytes},
-		{"ca_file", s.CAFile, MaxPEMFileBytes},
-		{"cert_file", s.CertFile, MaxPEMFileBytes},
-		{"key_file", s.KeyFile, MaxPEMFileBytes},
-	} {
-		if f.path != "" {
-			out = append(out, f)
+	for i, f := range k.Files {
+		if p := reflect.ValueOf(s).Elem().FieldByIndex(k.files[i]).String(); p != "" {
+			out = append(out, sinkFile{f.Key, p, f.Limit})
 		}
 	}
 	return out

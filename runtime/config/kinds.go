@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/edged-dev/edged/internal/confkeys"
@@ -30,22 +31,46 @@ type sourceKind struct {
 // configuration is parsed (at init); a kind registered twice, or one with a
 // key that Source does not have with the same type, panics.
 func RegisterSourceKinds(kinds ...confkeys.Kind) {
-	src := keyFields(reflect.TypeFor[Source]())
 	for _, k := range kinds {
 		if _, dup := findSourceKind(k.Name); dup {
 			panic(fmt.Sprintf("config: source kind %q registered twice", k.Name))
 		}
-		sk := sourceKind{Kind: k, own: map[string]bool{}}
-		kt := reflect.TypeOf(k.New()).Elem()
-		for key, f := range keyFields(kt) {
-			s, ok := src[key]
-			if !ok || kt.FieldByIndex(f.index).Type != reflect.TypeFor[Source]().FieldByIndex(s.index).Type {
-				panic(fmt.Sprintf("config: source kind %q has key %q, which Source lacks or has with another type", k.Name, key))
-			}
-			sk.fields = append(sk.fields, [2][]int{f.index, s.index})
-			sk.own[key] = !f.other
+		fields, own := mapKeys("source", k.Name, k.New(), reflect.TypeFor[Source]())
+		sourceKinds = append(sourceKinds, sourceKind{Kind: k, fields: fields, own: own})
+	}
+}
+
+// mapKeys pairs each key of a kind's keys with the field of the table's
+// struct (Source, Sink) that has it; a key the table lacks, or has with
+// another type, panics. own says which keys are the kind's (not
+// confkeys:"other").
+func mapKeys(table, name string, keys confkeys.Keys, tt reflect.Type) (fields [][2][]int, own map[string]bool) {
+	src := keyFields(tt)
+	own = map[string]bool{}
+	kt := reflect.TypeOf(keys).Elem()
+	for key, f := range keyFields(kt) {
+		s, ok := src[key]
+		if !ok || kt.FieldByIndex(f.index).Type != tt.FieldByIndex(s.index).Type {
+			panic(fmt.Sprintf("config: %s kind %q has key %q, which %s lacks or has with another type", table, name, key, tt.Name()))
 		}
-		sourceKinds = append(sourceKinds, sk)
+		fields = append(fields, [2][]int{f.index, s.index})
+		own[key] = !f.other
+	}
+	return fields, own
+}
+
+// loadKeys copies a table's fields into a kind's keys (store: back).
+func loadKeys(fields [][2][]int, keys confkeys.Keys, table any) {
+	kv, sv := reflect.ValueOf(keys).Elem(), reflect.ValueOf(table).Elem()
+	for _, f := range fields {
+		kv.FieldByIndex(f[0]).Set(sv.FieldByIndex(f[1]))
+	}
+}
+
+func storeKeys(fields [][2][]int, keys confkeys.Keys, table any) {
+	kv, sv := reflect.ValueOf(keys).Elem(), reflect.ValueOf(table).Elem()
+	for _, f := range fields {
+		sv.FieldByIndex(f[1]).Set(kv.FieldByIndex(f[0]))
 	}
 }
 
@@ -78,20 +103,12 @@ func keyFields(t reflect.Type) map[string]keyField {
 // keys returns s's keys as its kind's package declares them.
 func (k *sourceKind) keys(s *Source) confkeys.Keys {
 	keys := k.New()
-	kv, sv := reflect.ValueOf(keys).Elem(), reflect.ValueOf(s).Elem()
-	for _, f := range k.fields {
-		kv.FieldByIndex(f[0]).Set(sv.FieldByIndex(f[1]))
-	}
+	loadKeys(k.fields, keys, s)
 	return keys
 }
 
 // store writes keys back into s.
-func (k *sourceKind) store(keys confkeys.Keys, s *Source) {
-	kv, sv := reflect.ValueOf(keys).Elem(), reflect.ValueOf(s).Elem()
-	for _, f := range k.fields {
-		sv.FieldByIndex(f[1]).Set(kv.FieldByIndex(f[0]))
-	}
-}
+func (k *sourceKind) store(keys confkeys.Keys, s *Source) { storeKeys(k.fields, keys, s) }
 
 // IsCamera reports whether a source kind produces frames.
 func IsCamera(kind string) bool {
@@ -118,11 +135,19 @@ func sourceKindNames(cameras, quoted bool, last string) string {
 	var names []string
 	for _, k := range sourceKinds {
 		if k.Camera || !cameras {
-			n := k.Name
-			if quoted {
-				n = fmt.Sprintf("%q", n)
-			}
-			names = append(names, n)
+			names = append(names, k.Name)
+		}
+	}
+	return kindList(names, quoted, last)
+}
+
+// kindList lists names, quoted or not, the last after last (" or ", or
+// ", ").
+func kindList(names []string, quoted bool, last string) string {
+	if quoted {
+		names = slices.Clone(names)
+		for i, n := range names {
+			names[i] = fmt.Sprintf("%q", n)
 		}
 	}
 	if len(names) < 2 {

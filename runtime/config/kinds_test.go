@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/edged-dev/edged/internal/confkeys"
+	"github.com/edged-dev/edged/runtime/mqttsink"
+	"github.com/edged-dev/edged/runtime/serialsink"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/sensors/replay"
 	"github.com/edged-dev/edged/sensors/rtsp"
 	"github.com/edged-dev/edged/sensors/serialsrc"
@@ -13,10 +16,11 @@ import (
 	"github.com/edged-dev/edged/sensors/v4l2"
 )
 
-// The source kinds as the binary registers them (cmd/edged/kinds.go, whose
+// The source and sink kinds as the binary registers them (cmd/edged/kinds.go, whose
 // tests hold the two lists equal).
 func init() {
 	RegisterSourceKinds(v4l2.SourceKind, synthetic.SourceKind, replay.SourceKind, rtsp.SourceKind, serialsrc.SourceKind)
+	RegisterSinkKinds(socketsink.SinkKind, serialsink.SinkKind, mqttsink.SinkKind)
 }
 
 // TestEverySourceKeyHasAKind: each field of Source is name, kind or

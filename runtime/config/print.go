@@ -102,6 +102,14 @@ func keyOfKind(t reflect.Type, f reflect.StructField, kind string) bool {
 			return isSourceKey(kind, key)
 		}
 	}
+	if t == reflect.TypeFor[Sink]() {
+		switch key := f.Tag.Get("toml"); key {
+		case "name", "kind":
+			return true
+		default:
+			return isSinkKey(kind, key)
+		}
+	}
 	kinds := f.Tag.Get("kinds")
 	return kinds == "" || slices.Contains(strings.Split(kinds, ","), kind)
 }

@@ -1,8 +1,15 @@
 package config
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/edged-dev/edged/internal/confkeys"
+	"github.com/edged-dev/edged/runtime/mqttsink"
+	"github.com/edged-dev/edged/runtime/serialsink"
+	"github.com/edged-dev/edged/runtime/socketsink"
 )
 
 // sinkMessagesConfig has every problem a sink kind's keys can have, and
@@ -279,5 +286,42 @@ url = "mqtt://h"
 	}
 	if (&Sink{Name: "x", Kind: "udp"}).Holds(c) != "udp x" {
 		t.Error("an unknown kind holds more than its own name")
+	}
+}
+
+// TestEverySinkKeyHasAKind: each field of Sink is name or kind, or a key
+// some registered kind declares (a key no kind has would be accepted and
+// ignored everywhere); a kind registered twice, with a key Sink lacks, or
+// with a file key that is not one of its keys, is refused.
+func TestEverySinkKeyHasAKind(t *testing.T) {
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Sink]()) {
+		key := f.Tag.Get("toml")
+		if key == "" || key == "-" || key == "name" || key == "kind" {
+			continue
+		}
+		owned := false
+		for _, k := range SinkKindNames() {
+			owned = owned || isSinkKey(k, key)
+		}
+		if !owned {
+			t.Errorf("[[sink]] key %s is no kind's", key)
+		}
+	}
+	for name, k := range map[string]confkeys.SinkKind{
+		"twice":       socketsink.SinkKind,
+		"unknown key": {Name: "x1", New: func() confkeys.Keys { return new(badKeys) }},
+		"file key":    {Name: "x2", New: func() confkeys.Keys { return new(mqttsink.Keys) }, Files: []confkeys.File{{Key: "path"}}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: registered", name)
+				}
+			}()
+			RegisterSinkKinds(k)
+		}()
+	}
+	if got := SinkKindNames(); !slices.Equal(got, []string{socketsink.Kind, serialsink.Kind, mqttsink.Kind}) {
+		t.Errorf("sink kinds %v after refused registrations", got)
 	}
 }

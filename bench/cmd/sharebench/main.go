@@ -24,6 +24,7 @@ import (
 	"github.com/edged-dev/edged/internal/procfs"
 	"github.com/edged-dev/edged/runtime"
 	"github.com/edged-dev/edged/runtime/config"
+	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/sensors"
 	"github.com/edged-dev/edged/sensors/synthetic"
@@ -55,7 +56,10 @@ type result struct {
 
 // The source kind its configurations use, for config.Parse (the binary
 // registers every kind, cmd/edged/kinds.go).
-func init() { config.RegisterSourceKinds(synthetic.SourceKind) }
+func init() {
+	config.RegisterSourceKinds(synthetic.SourceKind)
+	config.RegisterSinkKinds(socketsink.SinkKind)
+}
 
 func main() {
 	var (
