@@ -325,3 +325,28 @@ func TestEverySinkKeyHasAKind(t *testing.T) {
 		t.Errorf("sink kinds %v after refused registrations", got)
 	}
 }
+
+// TestSinkOfUnknownKindPrinted: config print shows a configuration with
+// problems as far as it was understood; a sink of an unknown kind, or of
+// none, shows the keys every sink kind has.
+func TestSinkOfUnknownKindPrinted(t *testing.T) {
+	c, _ := Parse("k.toml", []byte(`
+[[sink]]
+name = "a"
+kind = "udp"
+[[sink]]
+name = "b"
+format = "cbor"
+`))
+	if c == nil {
+		t.Fatal("not parsed")
+	}
+	out, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[[sink]]\n  name = \"a\"\n  kind = \"udp\"\n  format = \"\"\n\n[[sink]]\n  name = \"b\"\n  kind = \"\"\n  format = \"cbor\"\n"
+	if got := out[strings.Index(out, "[[sink]]"):]; got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+}

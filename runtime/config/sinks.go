@@ -58,10 +58,19 @@ func findSinkKind(name string) (*sinkKind, bool) {
 	return nil, false
 }
 
-// isSinkKey reports whether key is one of kind's keys.
+// isSinkKey reports whether key is one of kind's keys; of a kind not
+// registered (or none), whether it is every kind's (format), as config
+// print shows such a table as far as it was understood.
 func isSinkKey(kind, key string) bool {
-	k, ok := findSinkKind(kind)
-	return ok && k.own[key]
+	if k, ok := findSinkKind(kind); ok {
+		return k.own[key]
+	}
+	for _, k := range sinkKinds {
+		if !k.own[key] {
+			return false
+		}
+	}
+	return len(sinkKinds) > 0
 }
 
 // SinkKindNames lists the registered sink kinds, in order.
