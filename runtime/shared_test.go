@@ -360,10 +360,11 @@ func TestSharedModelLastGood(t *testing.T) {
 	sink := newRecordingSink()
 	d, _, stop := runDaemon(t, Options{Config: parseConfig(t, text), Factories: testFactories(t, sink, backend)})
 	sink.waitResults(t, 4, 30*time.Second)
-	lg := d.d.currentGraph().lastGood
-	if lg == nil {
-		t.Fatal("no state folder")
-	}
+	// The pipelines start before the daemon publishes their graph (commit
+	// starts them, then setGraph), so results can come while
+	// currentGraph is still the empty one it started from.
+	var lg *lastGood
+	waitFor(t, 30*time.Second, func() bool { lg = d.d.currentGraph().lastGood; return lg != nil })
 	waitFor(t, 30*time.Second, func() bool { return lg.writes.Load() == 1 })
 	writeAtomic(t, model, variant(t, 2))
 	waitFor(t, 30*time.Second, func() bool { return countStatus(sink, "engine_reloaded") == 4 })

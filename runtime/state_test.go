@@ -243,7 +243,8 @@ func TestLastGoodOnlyForItsModel(t *testing.T) {
 	sink = newRecordingSink()
 	d, _, _ := runDaemon(t, Options{Config: withModel("../../escape", good), Factories: testFactories(t, sink, backend)})
 	sink.waitResults(t, 3, 30*time.Second)
-	lg := d.d.currentGraph().lastGood
+	var lg *lastGood // published after the pipelines start (TestSharedModelLastGood)
+	waitFor(t, 30*time.Second, func() bool { lg = d.d.currentGraph().lastGood; return lg != nil })
 	waitFor(t, 30*time.Second, func() bool { return lg.writes.Load()+lg.writeErrors.Load() > 0 })
 	if lg.writes.Load() != 0 || lg.writeErrors.Load() != 1 {
 		t.Errorf("state writes ok %d error %d, want 0 and 1", lg.writes.Load(), lg.writeErrors.Load())
