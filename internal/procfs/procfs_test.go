@@ -3,6 +3,7 @@ package procfs
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -55,19 +56,43 @@ func TestParseStatCPU(t *testing.T) {
 	}
 }
 
-// TestReadCPUSelf: this process's CPU time grows while it spins.
-func TestReadCPUSelf(t *testing.T) {
-	n0, err := ReadCPU(os.Getpid())
+// TestReadCPUChild: the CPU time of a process that spins grows. The
+// spinner is a child (the way the bench tools read bin/edged), not this
+// process: under qemu-user, which runs the arm64 tests in CI, a process's
+// own /proc/self/stat and /proc/<own pid>/stat are faked by the emulator
+// with utime and stime 0, while another process's stat is the kernel's.
+func TestReadCPUChild(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skipf("no sh: %v", err)
+	}
+	cmd := exec.Command(sh, "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	n0, err := ReadCPU(cmd.Process.Pid)
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
-		if n, err := ReadCPU(os.Getpid()); err != nil || n > n0 {
-			if err != nil {
-				t.Fatal(err)
-			}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		n, err := ReadCPU(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > n0 {
 			return
 		}
 	}
-	t.Error("ReadCPU: no CPU time counted in 10 s of spinning")
+	t.Error("ReadCPU: no CPU time counted in 10 s of a child spinning")
+}
+
+// TestReadCPUMissing: a process that is gone is an error, not 0.
+func TestReadCPUMissing(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	if _, err := ReadCPU(1 << 30); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadCPU(no such pid) = %v, want ErrNotExist", err)
+	}
 }
