@@ -74,12 +74,15 @@ const (
 	stagePre
 	stageInfer
 	stagePost
+	stageBatch // batched pipelines only
 	nStages
 )
 
-var stageNames = [nStages]string{"fill", "queue", "pre", "infer", "post"}
+var stageNames = [nStages]string{"fill", "queue", "pre", "infer", "post", "batch"}
 
-func newPipelineMetrics(pipeline string) pipelineMetrics {
+// newPipelineMetrics makes a pipeline's histograms; a batched one's
+// edged_stage_seconds has the batch stage too (latency_us.batch).
+func newPipelineMetrics(pipeline string, batched bool) pipelineMetrics {
 	l := prometheus.Labels{"pipeline": pipeline}
 	m := pipelineMetrics{
 		latency: prometheus.NewHistogram(histogramOpts("edged_latency_seconds",
@@ -87,11 +90,13 @@ func newPipelineMetrics(pipeline string) pipelineMetrics {
 		inference: prometheus.NewHistogram(histogramOpts("edged_inference_seconds",
 			"Inference time: the engine's run on one frame.", latencyBuckets, l)),
 		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "edged_stage_seconds",
-			Help:    "Time of each stage of a result (fill, queue, pre, infer, post: latency_us of the record), which add up to edged_latency_seconds.",
+			Help:    "Time of each stage of a result (fill, queue, batch, pre, infer, post: latency_us of the record; batch only for batched pipelines), which add up to edged_latency_seconds.",
 			Buckets: stageBuckets, ConstLabels: l}, []string{"stage"}),
 	}
 	for i, name := range stageNames {
-		m.stage[i] = m.stages.WithLabelValues(name)
+		if i != stageBatch || batched {
+			m.stage[i] = m.stages.WithLabelValues(name)
+		}
 	}
 	return m
 }
@@ -112,6 +117,27 @@ func (p *pipeline) observe(tCapture, tReady, tPre, tInfer, tInferred, tResult in
 	st[stageFill].Observe(float64(tReady-tCapture) / 1e9)
 	st[stageQueue].Observe(float64(tPre-tReady) / 1e9)
 	st[stagePre].Observe(float64(tInfer-tPre) / 1e9)
+	st[stageInfer].Observe(float64(tInferred-tInfer) / 1e9)
+	st[stagePost].Observe(float64(tResult-tInferred) / 1e9)
+}
+
+// observeBatched records one result of a batched pipeline: as observe,
+// with the frame's wait for its batch (from when it reached the batcher,
+// arrived, to the batch being formed or its arrival, whichever is later:
+// started) as the batch stage, so the stages are latency_us's and still
+// add up to the latency.
+func (p *pipeline) observeBatched(tCapture, tReady, tArrived, tStarted, tInfer, tInferred, tResult int64) {
+	s := &p.stats
+	s.results.Add(1)
+	s.inferN.Add(1)
+	s.inferNs.Add(tInferred - tInfer)
+	p.met.latency.Observe(float64(tResult-tCapture) / 1e9)
+	p.met.inference.Observe(float64(tInferred-tInfer) / 1e9)
+	st := &p.met.stage
+	st[stageFill].Observe(float64(tReady-tCapture) / 1e9)
+	st[stageQueue].Observe(float64(tArrived-tReady) / 1e9)
+	st[stageBatch].Observe(float64(tStarted-tArrived) / 1e9)
+	st[stagePre].Observe(float64(tInfer-tStarted) / 1e9)
 	st[stageInfer].Observe(float64(tInferred-tInfer) / 1e9)
 	st[stagePost].Observe(float64(tResult-tInferred) / 1e9)
 }

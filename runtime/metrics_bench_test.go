@@ -9,7 +9,7 @@ import (
 // observedPipeline is a pipeline with only what observe touches, its
 // histograms registered as the daemon's collector would export them.
 func observedPipeline(tb testing.TB) (*pipeline, *prometheus.Registry) {
-	p := &pipeline{met: newPipelineMetrics("bench")}
+	p := &pipeline{met: newPipelineMetrics("bench", false)}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(p.met.latency, p.met.inference, p.met.stages)
 	return p, reg

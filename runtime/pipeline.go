@@ -581,7 +581,7 @@ func (p *pipeline) bind(eng trt.Engine) error {
 		return err
 	}
 	if p.met.latency == nil {
-		p.met = newPipelineMetrics(p.cfg.Name)
+		p.met = newPipelineMetrics(p.cfg.Name, p.bat != nil)
 	}
 	p.inIdx = plan.in
 	p.c, p.h, p.w = plan.pre.Out.C, plan.pre.Out.H, plan.pre.Out.W

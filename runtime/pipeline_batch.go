@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"time"
 
@@ -128,6 +129,41 @@ func BatchSize(c *config.Config, pc *config.Pipeline) (n int, capped bool) {
 		}
 	}
 	return n, false
+}
+
+// ModelThreads is how many intra-op threads ONNX Runtime runs model mc's
+// session with (one session for every pipeline of the model): its
+// threads when set; else 1, unless a batched pipeline names it, then the
+// largest such pipeline's batch, capped at the cores this process may run
+// on. A pipeline per camera runs its inference on its own goroutine, so
+// eight cameras use eight cores with one thread each; a batched pipeline
+// runs one inference of eight frames at a time, on one core with one
+// thread: measured on 16 cores (docs/PERFORMANCE.md), batching at one
+// thread gave 0.25 of the results of a pipeline per camera. why says
+// where n came from, for check and the engine's log line.
+func ModelThreads(c *config.Config, mc *config.Model) (n int, why string) {
+	if mc.Threads > 0 {
+		return mc.Threads, "threads"
+	}
+	n, why = 1, "threads = 0: 1"
+	var by string
+	for i := range c.Pipelines {
+		pc := &c.Pipelines[i]
+		if pc.Model != mc.Name || !pc.Batched() {
+			continue
+		}
+		if b, _ := BatchSize(c, pc); b > n {
+			n, by = b, pc.Name
+		}
+	}
+	if by == "" {
+		return n, why
+	}
+	cores := goruntime.NumCPU()
+	if n > cores {
+		return cores, fmt.Sprintf("threads = 0: batched pipeline %s's batch %d, capped at the %d cores", by, n, cores)
+	}
+	return n, fmt.Sprintf("threads = 0: batched pipeline %s's batch", by)
 }
 
 // entrySignature is sig as one entry of a batched engine sees it: axis 0
@@ -360,7 +396,7 @@ func (p *pipeline) processBatch(ctx context.Context, bt *batch.Batch[sensors.Fra
 	}
 	for i := range n {
 		if e := &g.frames[i]; e.ok {
-			p.publishEntry(gen, i, n, bt.Taken, t0, t1, t2)
+			p.publishEntry(gen, i, n, bt.Taken, t1, t2)
 		}
 	}
 	p.stampInfer()
@@ -445,9 +481,9 @@ func (p *pipeline) untapBatch(n int, why string) {
 }
 
 // publishEntry post-processes entry i of a batch of n and publishes its
-// record: taken is when the batch was formed, t0..t2 when preprocessing
-// and inference began and ended.
-func (p *pipeline) publishEntry(gen *trt.Generation, i, n int, taken, t0, t1, t2 int64) {
+// record: taken is when the batch was formed, t1 and t2 when inference
+// began and ended.
+func (p *pipeline) publishEntry(gen *trt.Generation, i, n int, taken, t1, t2 int64) {
 	g := p.bat
 	e := &g.frames[i]
 	r := &p.rec
@@ -480,7 +516,7 @@ func (p *pipeline) publishEntry(gen *trt.Generation, i, n int, taken, t0, t1, t2
 	r.Latency = stream.Latency{Fill: us(e.tReady) - us(e.tCapture), Queue: us(arrived) - us(e.tReady), Batch: us(max(taken, arrived)) - us(arrived),
 		Pre: us(t1) - us(max(taken, arrived)), Infer: us(t2) - us(t1), Post: us(t3) - us(t2), Total: us(t3) - us(e.tCapture)}
 	r.TPostNs = t3
-	p.observe(e.tCapture, e.tReady, t0, t1, t2, t3)
+	p.observeBatched(e.tCapture, e.tReady, arrived, max(taken, arrived), t1, t2, t3)
 	for _, s := range p.sinks {
 		s.Publish(r)
 	}

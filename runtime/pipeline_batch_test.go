@@ -8,14 +8,19 @@ import (
 	"image/jpeg"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/edged-dev/edged/internal/metrictest"
 	"github.com/edged-dev/edged/runtime/batch"
 	"github.com/edged-dev/edged/runtime/config"
 	"github.com/edged-dev/edged/runtime/preview"
@@ -132,12 +137,13 @@ func TestBatchedPipeline(t *testing.T) {
 	writeAtomic(t, model, batchVariant(t, 0))
 	cfg := parseConfig(t, batchedConfig(t, 4, 60, model, ""))
 	sink := newRecordingSink()
-	_, _, stop := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, ortBackend(t))})
+	d, _, stop := runDaemon(t, Options{Config: cfg, Factories: testFactories(t, sink, ortBackend(t))})
 	waitFor(t, 60*time.Second, func() bool {
 		sink.mu.Lock()
 		defer sink.mu.Unlock()
 		return len(sink.results) >= 200
 	})
+	checkBatchStageMetric(t, d, cfg.Pipelines[0].Name)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +161,49 @@ func TestBatchedPipeline(t *testing.T) {
 		t.Errorf("every inference ran one frame: %v", batches)
 	}
 	t.Logf("%d results, per camera %v, frames by batch size %v", len(sink.results), per, batches)
+}
+
+// checkBatchStageMetric: a batched pipeline's edged_stage_seconds has the
+// batch stage, and the six stages add up to edged_latency_seconds (in a
+// scrape where every histogram counted the same results: one of up to
+// 50, as results keep coming).
+func checkBatchStageMetric(t *testing.T, d *Daemon, pipeline string) {
+	t.Helper()
+	stages := []string{"fill", "queue", "batch", "pre", "infer", "post"}
+	for try := 0; ; try++ {
+		fams, err := d.d.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mfs := map[string]*dto.MetricFamily{}
+		for _, mf := range fams {
+			mfs[mf.GetName()] = mf
+		}
+		lat := metrictest.Series(mfs, "edged_latency_seconds", "pipeline", pipeline)
+		if lat == nil || lat.Histogram.GetSampleCount() == 0 {
+			t.Fatalf("no results in edged_latency_seconds{pipeline=%q}", pipeline)
+		}
+		var sum float64
+		same := true
+		for _, stage := range stages {
+			m := metrictest.Series(mfs, "edged_stage_seconds", "pipeline", pipeline, "stage", stage)
+			if m == nil {
+				t.Fatalf("no edged_stage_seconds{pipeline=%q,stage=%q}", pipeline, stage)
+			}
+			same = same && m.Histogram.GetSampleCount() == lat.Histogram.GetSampleCount()
+			sum += m.Histogram.GetSampleSum()
+		}
+		if !same {
+			if try == 50 {
+				t.Fatal("in 50 scrapes the stage histograms never counted the results the latency histogram did")
+			}
+			continue
+		}
+		if total := lat.Histogram.GetSampleSum(); math.Abs(sum-total) > 1e-9*total+1e-9 {
+			t.Errorf("the stages add up to %v s, the latency to %v s", sum, total)
+		}
+		return
+	}
 }
 
 // TestBatchWaitDefault: batch_wait's default is the policy's DefaultWait
@@ -490,5 +539,48 @@ func TestBatchedPreviewPerCamera(t *testing.T) {
 	}
 	if st.Pipelines[0].Requested != 90 {
 		t.Errorf("status.json requested %v fps, want 90 (3 cameras at 30)", st.Pipelines[0].Requested)
+	}
+}
+
+// TestModelThreads: a model's ONNX Runtime threads are its threads when
+// set; left at 0, 1 for pipelines of one camera and, when a batched
+// pipeline names the model, its batch capped at the cores; and the
+// engines are reloaded when that changes (their key changes).
+func TestModelThreads(t *testing.T) {
+	cores := goruntime.NumCPU()
+	model := filepath.Join(t.TempDir(), "demo.onnx")
+	writeAtomic(t, model, batchVariant(t, 0)) // a symbolic batch dimension
+	single := parseConfig(t, defaultConfigText(t, nil))
+	if n, why := ModelThreads(single, &single.Models[0]); n != 1 || !strings.Contains(why, "threads = 0") {
+		t.Errorf("one camera: %d threads (%s), want 1", n, why)
+	}
+	for _, tc := range []struct {
+		batch, threads, want int
+		why                  string
+	}{
+		{0, 0, min(3, cores), "batched pipeline demo's batch"},
+		{2, 0, min(2, cores), "batched pipeline demo's batch"},
+		{3, 5, 5, "threads"},
+	} {
+		text := batchedConfig(t, 3, 30, model, "")
+		text = mustReplace(t, text, "batch = 0 ", fmt.Sprintf("batch = %d ", tc.batch))
+		text = mustReplace(t, text, "threads = 0               # CPU threads for ONNX Runtime", fmt.Sprintf("threads = %d # CPU threads for ONNX Runtime", tc.threads))
+		c := parseConfig(t, text)
+		n, why := ModelThreads(c, &c.Models[0])
+		if n != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("batch %d, threads %d: %d threads (%s), want %d (%s)", tc.batch, tc.threads, n, why, tc.want, tc.why)
+		}
+		if o := LoadOptions(c, &c.Models[0], &c.Pipelines[0], nil); o.Threads != n {
+			t.Errorf("batch %d, threads %d: loaded with %d threads, ModelThreads says %d", tc.batch, tc.threads, o.Threads, n)
+		}
+		if cores > 1 && tc.threads == 0 && engineKey(c, &c.Pipelines[0]) == engineKey(single, &single.Pipelines[0]) {
+			t.Errorf("batch %d: the engine key does not change with the threads", tc.batch)
+		}
+	}
+	// Beyond the cores: capped, and said so.
+	text := batchedConfig(t, cores+1, 30, model, "")
+	c := parseConfig(t, text)
+	if n, why := ModelThreads(c, &c.Models[0]); n != cores || !strings.Contains(why, "capped") {
+		t.Errorf("%d sources on %d cores: %d threads (%s)", cores+1, cores, n, why)
 	}
 }

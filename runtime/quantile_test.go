@@ -13,7 +13,7 @@ import (
 // readings (the page's window): what came before the window does not
 // count. The classic buckets give the same within theirs.
 func TestLatencyQuantiles(t *testing.T) {
-	m := newPipelineMetrics("p")
+	m := newPipelineMetrics("p", false)
 	for i := 0; i < 1000; i++ { // 1..1000 ms before the window
 		m.latency.Observe(float64(i+1) / 1000)
 	}
