@@ -480,7 +480,8 @@ func (m *model) loadOptions(d *daemon, p *pipeline) trt.LoadOptions {
 // (nil: no pipeline) is loaded with, tensors from alloc: the daemon's and
 // edged check's. A batched pipeline's engine is loaded for its BatchSize.
 func LoadOptions(c *config.Config, mc *config.Model, pc *config.Pipeline, alloc umem.Allocator) trt.LoadOptions {
-	o := trt.LoadOptions{Name: mc.Name, Alloc: alloc, Threads: max(mc.Threads, 1)}
+	threads, _ := ModelThreads(c, mc)
+	o := trt.LoadOptions{Name: mc.Name, Alloc: alloc, Threads: threads}
 	if pc == nil {
 		return o
 	}

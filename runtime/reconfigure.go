@@ -167,13 +167,14 @@ func engineKey(c *config.Config, pc *config.Pipeline) string {
 		return ""
 	}
 	pp := pc.Preprocess
+	threads, _ := ModelThreads(c, mc)
 	return configKey(struct {
 		Backend       string
 		Threads       int
 		Input         string
 		Width, Height int
 		Batch         int `json:",omitempty"`
-	}{backendKey(c, mc), max(mc.Threads, 1), pp.Input, pp.Width, pp.Height, batchOf(c, pc)})
+	}{backendKey(c, mc), threads, pp.Input, pp.Width, pp.Height, batchOf(c, pc)})
 }
 
 // modelKey covers a model and the engines of every pipeline using it: a

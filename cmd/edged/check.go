@@ -343,6 +343,10 @@ func modelSharing(cfg *config.Config, m *config.Model, users []*config.Pipeline,
 	if tensors > 0 {
 		mem += fmt.Sprintf(", engine tensors %s in all", edruntime.FormatSize(tensors))
 	}
+	if bn, _ := config.ModelBackend(m); bn == "onnx" {
+		n, why := edruntime.ModelThreads(cfg, m)
+		mem += fmt.Sprintf("; ONNX Runtime intra-op threads %d (%s)", n, why)
+	}
 	switch len(names) {
 	case 0:
 		return fmt.Sprintf("%s; no pipeline names it; %s", dim, mem)
