@@ -104,29 +104,13 @@ func newPipelineMetrics(pipeline string, batched bool) pipelineMetrics {
 // observe records one result: it is the whole of the per-frame metrics
 // work (atomic adds and histogram observations through children bound at
 // start; no allocation). Times are CLOCK_MONOTONIC ns: the frame's
-// capture, when it was ready (filled), when preprocessing began, inference
-// start and end, and the result.
-func (p *pipeline) observe(tCapture, tReady, tPre, tInfer, tInferred, tResult int64) {
-	s := &p.stats
-	s.results.Add(1)
-	s.inferN.Add(1)
-	s.inferNs.Add(tInferred - tInfer)
-	p.met.latency.Observe(float64(tResult-tCapture) / 1e9)
-	p.met.inference.Observe(float64(tInferred-tInfer) / 1e9)
-	st := &p.met.stage
-	st[stageFill].Observe(float64(tReady-tCapture) / 1e9)
-	st[stageQueue].Observe(float64(tPre-tReady) / 1e9)
-	st[stagePre].Observe(float64(tInfer-tPre) / 1e9)
-	st[stageInfer].Observe(float64(tInferred-tInfer) / 1e9)
-	st[stagePost].Observe(float64(tResult-tInferred) / 1e9)
-}
-
-// observeBatched records one result of a batched pipeline: as observe,
-// with the frame's wait for its batch (from when it reached the batcher,
-// arrived, to the batch being formed or its arrival, whichever is later:
-// started) as the batch stage, so the stages are latency_us's and still
-// add up to the latency.
-func (p *pipeline) observeBatched(tCapture, tReady, tArrived, tStarted, tInfer, tInferred, tResult int64) {
+// capture, when it was ready (filled), when it reached the batcher
+// (arrived) and when its batch was formed or it arrived, whichever is
+// later (started; a pipeline of one camera passes when preprocessing
+// began for both), inference start and end, and the result. The batch
+// stage, started - arrived, is observed only by a batched pipeline, so
+// the stages observed add up to the latency either way.
+func (p *pipeline) observe(tCapture, tReady, tArrived, tStarted, tInfer, tInferred, tResult int64) {
 	s := &p.stats
 	s.results.Add(1)
 	s.inferN.Add(1)
@@ -136,7 +120,9 @@ func (p *pipeline) observeBatched(tCapture, tReady, tArrived, tStarted, tInfer, 
 	st := &p.met.stage
 	st[stageFill].Observe(float64(tReady-tCapture) / 1e9)
 	st[stageQueue].Observe(float64(tArrived-tReady) / 1e9)
-	st[stageBatch].Observe(float64(tStarted-tArrived) / 1e9)
+	if st[stageBatch] != nil {
+		st[stageBatch].Observe(float64(tStarted-tArrived) / 1e9)
+	}
 	st[stagePre].Observe(float64(tInfer-tStarted) / 1e9)
 	st[stageInfer].Observe(float64(tInferred-tInfer) / 1e9)
 	st[stagePost].Observe(float64(tResult-tInferred) / 1e9)

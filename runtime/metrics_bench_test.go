@@ -18,10 +18,11 @@ func observedPipeline(tb testing.TB) (*pipeline, *prometheus.Registry) {
 // frameTimes are the stamps of frame i: 1–50 ms capture to result,
 // 0.2–10 ms of inference, so the observations spread over many classic
 // and native buckets.
-func frameTimes(i int) (tCapture, tReady, tPre, tInfer, tInferred, tResult int64) {
+func frameTimes(i int) (tCapture, tReady, tPre, tStarted, tInfer, tInferred, tResult int64) {
 	tCapture = 1e12
 	tReady = tCapture + 100_000 + int64(i%7)*20_000
 	tPre = tReady + 50_000
+	tStarted = tPre
 	tInfer = tCapture + 500_000
 	tInferred = tInfer + 200_000 + int64(i%50)*196_000
 	tResult = tCapture + 1_000_000 + int64(i%50)*980_000

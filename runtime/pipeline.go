@@ -520,7 +520,7 @@ func (p *pipeline) process(ctx context.Context, f sensors.Frame) {
 	r.TPostNs = t3
 	// Counted before it is handed to the sinks: a client that has seen a
 	// result finds it in edged_results_total.
-	p.observe(tCapture, tReady, t0, t1, t2, t3)
+	p.observe(tCapture, tReady, t0, t0, t1, t2, t3)
 	for _, s := range p.sinks {
 		s.Publish(r)
 	}

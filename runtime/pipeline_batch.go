@@ -516,7 +516,7 @@ func (p *pipeline) publishEntry(gen *trt.Generation, i, n int, taken, t1, t2 int
 	r.Latency = stream.Latency{Fill: us(e.tReady) - us(e.tCapture), Queue: us(arrived) - us(e.tReady), Batch: us(max(taken, arrived)) - us(arrived),
 		Pre: us(t1) - us(max(taken, arrived)), Infer: us(t2) - us(t1), Post: us(t3) - us(t2), Total: us(t3) - us(e.tCapture)}
 	r.TPostNs = t3
-	p.observeBatched(e.tCapture, e.tReady, arrived, max(taken, arrived), t1, t2, t3)
+	p.observe(e.tCapture, e.tReady, arrived, max(taken, arrived), t1, t2, t3)
 	for _, s := range p.sinks {
 		s.Publish(r)
 	}
