@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,4 +234,35 @@ sinks = ["local"]
 
 	fixed := strings.Replace(batchedText(t, sock, "builtin:demo", []string{"cam0", "cam1", "cam2"}, ""), "\nbatch = 0 ", "\nbatch = 2 ", 1)
 	run("fixed", fixed, "pipeline[0].batch: batch 2 does not fit model \"demo\"", "the model's fixed batch dimension 1")
+}
+
+// TestCheckBatchedThreads: edged check says how a batched pipeline runs
+// and on how many ONNX Runtime threads its model runs: left at 0, the
+// batch capped at the cores; set, what is set.
+func TestCheckBatchedThreads(t *testing.T) {
+	lib := needORT(t)
+	dir := t.TempDir()
+	model := writeBatchModel(t, dir)
+	cfg := filepath.Join(dir, "edged.toml")
+	cores := goruntime.NumCPU()
+	for _, tc := range []struct{ threads, want int }{{0, min(4, cores)}, {3, 3}} {
+		text := batchedText(t, filepath.Join(dir, "edged.sock"), model, []string{"cam0", "cam1", "cam2", "cam3"}, "")
+		text = strings.Replace(text, "threads = 0               # CPU threads for ONNX Runtime", fmt.Sprintf("threads = %d # CPU threads for ONNX Runtime", tc.threads), 1)
+		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, code := runCheck(t, lib, cfg)
+		if code != 0 {
+			t.Fatalf("threads = %d: exit %d:\n%s", tc.threads, code, out)
+		}
+		want := fmt.Sprintf("ONNX Runtime intra-op threads %d (threads)", tc.want)
+		if tc.threads == 0 {
+			want = fmt.Sprintf("ONNX Runtime intra-op threads %d (threads = 0: batched pipeline demo's batch", tc.want)
+		}
+		for _, w := range []string{want, "pipeline demo: batched: cameras cam0, cam1, cam2, cam3 into one engine, up to 4 frames per inference"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("threads = %d: check output lacks %q:\n%s", tc.threads, w, out)
+			}
+		}
+	}
 }

@@ -52,6 +52,7 @@ func TestCheckShowsModelSharing(t *testing.T) {
 	for _, want := range []string{
 		"model demo: batch dimension 1; shared by pipelines demo, p1, p2 (loaded once, an engine each); engine about ",
 		"model dyn: batch dimension dynamic (from 1); pipeline p3; engine about ",
+		"; ONNX Runtime intra-op threads 1 (threads = 0: 1)",
 		"pipeline p1: frame pool 7 × 12.0 KiB = 84.0 KiB; engine shared with pipeline demo (model demo counted once, there)",
 		"an engine shared from the one loaded for pipeline demo, warmed up",
 		`models "dyn" and "dyn2" name the same file ` + model,

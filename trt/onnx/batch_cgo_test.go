@@ -5,6 +5,7 @@ package onnx
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -188,5 +189,37 @@ func TestBatchErrors(t *testing.T) {
 	defer en.Close()
 	if err := en.(trt.Batched).SetBatch(1); !errors.Is(err, trt.ErrBatch) {
 		t.Errorf("SetBatch without Batch: %v", err)
+	}
+}
+
+// TestThreadsAgree: a session of several intra-op threads (a batched
+// pipeline's, whose pool blocks between inferences instead of spinning)
+// loads and computes what one thread does (within float32 rounding: a
+// kernel may split its sums otherwise across threads).
+func TestThreadsAgree(t *testing.T) {
+	model := build(t, demomodel.Options{DynamicBatch: true})
+	var want []float32
+	for _, threads := range []int{1, 4} {
+		en := load(t, model, trt.LoadOptions{Name: "demo", Batch: 8, Threads: threads})
+		e := en.(trt.Batched)
+		x := e.Inputs()[0].Float32()
+		for i := range x {
+			x[i] = float32(i%251) / 251
+		}
+		for range 3 {
+			if err := e.Infer(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		y := slices.Clone(e.Outputs()[0].Float32())
+		if want == nil {
+			want = y
+		} else {
+			for i := range y {
+				if d := math.Abs(float64(y[i] - want[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("%d threads: output %d is %v, one thread %v", threads, i, y[i], want[i])
+				}
+			}
+		}
 	}
 }

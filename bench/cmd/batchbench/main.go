@@ -44,7 +44,7 @@ func main() {
 	phases := flag.String("phases", "paced,saturation,stalled", "paced (every camera at -fps), saturation (free-running), stalled (at the largest -n: paced, the last camera stops after -stall-after)")
 	flag.Float64Var(&o.fps, "fps", 15, "each camera's rate in the paced and stalled runs")
 	flag.DurationVar(&o.wait, "wait", 2*time.Millisecond, "batch_wait of the batched pipeline")
-	flag.IntVar(&o.threads, "threads", 1, "ONNX Runtime intra-op threads ([[model]] threads)")
+	flag.IntVar(&o.threads, "threads", 1, "ONNX Runtime intra-op threads ([[model]] threads; 0: edged's default, 1 or a batched pipeline's batch capped at the cores)")
 	flag.IntVar(&o.hidden, "hidden", 4096, "hidden units of the benchmark classifier (weights: hidden × 1000 × 4 bytes; 0: none)")
 	flag.IntVar(&o.frames, "frames", 16, "frames of the noisy recording (1920x1080 YUYV, 4 MiB each), looped")
 	flag.IntVar(&o.rounds, "rounds", 1, "runs of every case, interleaved; each figure is the median over rounds")
@@ -94,8 +94,8 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if o.fps <= 0 || o.rounds < 1 || o.threads < 1 {
-		fmt.Fprintln(os.Stderr, "batchbench: -fps, -rounds and -threads must be positive")
+	if o.fps <= 0 || o.rounds < 1 || o.threads < 0 {
+		fmt.Fprintln(os.Stderr, "batchbench: -fps and -rounds must be positive, -threads not negative")
 		os.Exit(2)
 	}
 	if *stallAfter == 0 {

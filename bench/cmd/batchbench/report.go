@@ -187,8 +187,8 @@ func (rep *report) has(phase string) bool {
 // markdown writes the report; its code is 1 when a bound does not hold.
 func (rep *report) markdown(b *strings.Builder) int {
 	m := md{rep, b}
-	m.p("# batchbench %s\n\n`%s`\n\n%s; %s. Replay cameras of noisy 1920×1080 YUYV (buffers %d: a frame pool of %d slots, %.1f MiB), ONNX Runtime on the CPU (%d intra-op thread(s)), the benchmark classifier with a symbolic batch dimension (hidden layer %d), batch_wait %s; each run: warm-up %s after every camera's first result, window %s; %d round(s), medians.\n\n",
-		rep.Date, strings.Join(rep.Argv, " "), rep.Edged, rep.Machine, buffers, poolSlots, mib(rep.PoolBytes), rep.Threads, rep.Hidden, rep.Wait, rep.Warmup, rep.Measure, rep.Rounds)
+	m.p("# batchbench %s\n\n`%s`\n\n%s; %s. Replay cameras of noisy 1920×1080 YUYV (buffers %d: a frame pool of %d slots, %.1f MiB), ONNX Runtime on the CPU (%s), the benchmark classifier with a symbolic batch dimension (hidden layer %d), batch_wait %s; each run: warm-up %s after every camera's first result, window %s; %d round(s), medians.\n\n",
+		rep.Date, strings.Join(rep.Argv, " "), rep.Edged, rep.Machine, buffers, poolSlots, mib(rep.PoolBytes), threadsText(rep.Threads), rep.Hidden, rep.Wait, rep.Warmup, rep.Measure, rep.Rounds)
 	for _, s := range rep.Skipped {
 		m.p("Left out: %s\n\n", s)
 	}
@@ -348,4 +348,12 @@ func (rep *report) othersUnstalled(way string, n int) float64 {
 		}
 	}
 	return median(v)
+}
+
+// threadsText says the [[model]] threads the runs wrote.
+func threadsText(n int) string {
+	if n == 0 {
+		return "threads = 0: edged's default, 1 a pipeline of one camera, a batched pipeline's batch capped at the cores"
+	}
+	return fmt.Sprintf("%d intra-op thread(s)", n)
 }
