@@ -12,13 +12,6 @@ var SinkKind = confkeys.SinkKind{
 	},
 }
 
-// The configuration's defaults of a serial sink's queue and
-// max_frame_bytes (Options left zero get DefaultMaxFrameBytes).
-const (
-	DefaultKeysQueue         = 64
-	DefaultKeysMaxFrameBytes = 1024
-)
-
 // Keys are a serial sink's keys in [[sink]] (configs/edged.toml documents
 // them).
 type Keys struct {
@@ -46,10 +39,10 @@ func (k *Keys) Defaults() {
 		k.StopBits = 1
 	}
 	if k.Queue == 0 {
-		k.Queue = DefaultKeysQueue
+		k.Queue = DefaultQueue
 	}
 	if k.MaxFrameBytes == 0 {
-		k.MaxFrameBytes = DefaultKeysMaxFrameBytes
+		k.MaxFrameBytes = DefaultMaxFrameBytes
 	}
 }
 

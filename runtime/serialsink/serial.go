@@ -28,7 +28,7 @@ var (
 const (
 	DefaultBaud          = 115200
 	DefaultQueue         = 64
-	DefaultMaxFrameBytes = 4096
+	DefaultMaxFrameBytes = 1024
 	DefaultStallFactor   = 4
 	DefaultStallSlack    = 500 * time.Millisecond
 	DefaultBackoffMin    = 100 * time.Millisecond
@@ -56,9 +56,10 @@ type Options struct {
 	// QueueLen is the number of records waiting for the port (default 64);
 	// when full the oldest is dropped (a seq gap for the receiver).
 	QueueLen int
-	// MaxFrameBytes bounds one frame on the wire (default 4096). Larger
-	// results are summarised (raw tensor data dropped, then outputs and
-	// sensors), never cut mid-frame.
+	// MaxFrameBytes bounds one frame on the wire (default 1024, the
+	// configuration's max_frame_bytes default). Larger results are
+	// summarised (raw tensor data dropped, then outputs and sensors),
+	// never cut mid-frame.
 	MaxFrameBytes int
 	// DTR and RTS, if set, are driven after each open. Ports without modem
 	// lines (ptys, some adapters) answer ENOTTY, which is ignored.
