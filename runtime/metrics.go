@@ -88,7 +88,7 @@ func newPipelineMetrics(pipeline string, batched bool) pipelineMetrics {
 		latency: prometheus.NewHistogram(histogramOpts("edged_latency_seconds",
 			"Capture to result latency: from the frame's capture stamp to the result handed to the sinks.", latencyBuckets, l)),
 		inference: prometheus.NewHistogram(histogramOpts("edged_inference_seconds",
-			"Inference time: the engine's run on one frame.", latencyBuckets, l)),
+			"Inference time: the engine's run on one frame (a batched pipeline: on its batch).", latencyBuckets, l)),
 		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "edged_stage_seconds",
 			Help:    "Time of each stage of a result (fill, queue, batch, pre, infer, post: latency_us of the record; batch only for batched pipelines), which add up to edged_latency_seconds.",
 			Buckets: stageBuckets, ConstLabels: l}, []string{"stage"}),

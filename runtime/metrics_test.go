@@ -39,6 +39,32 @@ func gatherText(tb testing.TB, d *daemon) string {
 	return b.String()
 }
 
+// stageSums reads, from a scrape, the sum of pipeline's stages in
+// edged_stage_seconds and that of edged_latency_seconds, and whether every
+// histogram counted the same results (the stages add up to the latency
+// only then); each, if not nil, gets every stage's count.
+func stageSums(t testing.TB, mfs map[string]*dto.MetricFamily, pipeline string, stages []string, each func(stage string, count uint64)) (sum, total float64, same bool) {
+	t.Helper()
+	lat := metrictest.Series(mfs, "edged_latency_seconds", "pipeline", pipeline)
+	if lat == nil || lat.Histogram == nil {
+		t.Fatalf("no histogram edged_latency_seconds{pipeline=%q}", pipeline)
+	}
+	n := lat.Histogram.GetSampleCount()
+	same = true
+	for _, stage := range stages {
+		m := metrictest.Series(mfs, "edged_stage_seconds", "pipeline", pipeline, "stage", stage)
+		if m == nil || m.Histogram == nil {
+			t.Fatalf("no histogram edged_stage_seconds{pipeline=%q,stage=%q}", pipeline, stage)
+		}
+		if each != nil {
+			each(stage, m.Histogram.GetSampleCount())
+		}
+		same = same && m.Histogram.GetSampleCount() == n
+		sum += m.Histogram.GetSampleSum()
+	}
+	return sum, lat.Histogram.GetSampleSum(), same
+}
+
 // documentedMetrics reads the metric table of docs/OPERATIONS.md: every
 // name in the first column, with the type in the second.
 func documentedMetrics(t *testing.T) map[string]string {
@@ -206,24 +232,11 @@ func TestMetricsEndpoint(t *testing.T) {
 	// where every histogram counted the same frames (one of up to 50).
 	stages := func(mfs map[string]*dto.MetricFamily) (sum, total float64, same bool) {
 		t.Helper()
-		lat := metrictest.Series(mfs, "edged_latency_seconds", "pipeline", "demo")
-		if lat == nil || lat.Histogram == nil {
-			t.Fatal("no histogram edged_latency_seconds{pipeline=\"demo\"}")
-		}
-		n := lat.Histogram.GetSampleCount()
-		same = true
-		for _, stage := range []string{"fill", "queue", "pre", "infer", "post"} {
-			m := metrictest.Series(mfs, "edged_stage_seconds", "pipeline", "demo", "stage", stage)
-			if m == nil || m.Histogram == nil {
-				t.Fatalf("no histogram edged_stage_seconds{pipeline=\"demo\",stage=%q}", stage)
-			}
-			if c := float64(m.Histogram.GetSampleCount()); c < r1-1 {
+		return stageSums(t, mfs, "demo", []string{"fill", "queue", "pre", "infer", "post"}, func(stage string, c uint64) {
+			if float64(c) < r1-1 {
 				t.Errorf("edged_stage_seconds{stage=%q}: count %v after %v results", stage, c, r1)
 			}
-			same = same && m.Histogram.GetSampleCount() == n
-			sum += m.Histogram.GetSampleSum()
-		}
-		return sum, lat.Histogram.GetSampleSum(), same
+		})
 	}
 	stageSum, total, same := stages(mfs)
 	for i := 0; !same && i < 50; i++ {

@@ -140,7 +140,7 @@ func BatchSize(c *config.Config, pc *config.Pipeline) (n int, capped bool) {
 // runs one inference of eight frames at a time, on one core with one
 // thread: measured on 16 cores (docs/PERFORMANCE.md), batching at one
 // thread gave 0.25 of the results of a pipeline per camera. why says
-// where n came from, for check and the engine's log line.
+// where n came from, for edged check.
 func ModelThreads(c *config.Config, mc *config.Model) (n int, why string) {
 	if mc.Threads > 0 {
 		return mc.Threads, "threads"
