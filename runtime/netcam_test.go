@@ -24,7 +24,7 @@ func TestSteadyStateNetworkCameraFrameAllocatesNothing(t *testing.T) {
 		if p.rec.CaptureClock != clk.String() {
 			t.Fatalf("record's capture clock %q, want %q", p.rec.CaptureClock, clk)
 		}
-		if allocs := testing.AllocsPerRun(200, func() { runFrames(t, p, f, 1, nil) }); allocs != 0 {
+		if allocs := steadyAllocs(t, 200, func() { runFrames(t, p, f, 1, nil) }); allocs != 0 {
 			t.Fatalf("%v heap allocations per network camera frame (clock %s)", allocs, clk)
 		}
 	}

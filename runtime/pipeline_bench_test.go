@@ -120,6 +120,33 @@ func runFrames(tb testing.TB, p *pipeline, f sensors.Frame, n int, lat []int64) 
 	return lat
 }
 
+// steadyAllocs is testing.AllocsPerRun(runs, f) once the pipeline is in
+// its steady state: it measures up to five rounds and returns 0 at the
+// first round without allocations, else the fewest a round made. What
+// the process allocates once, at a high-water mark it had not reached in
+// the warm-up, is counted (AllocsPerRun counts every goroutine's heap
+// allocations): the socket sink's record pool growing to the most records
+// alive at once, when its writer is scheduled late on a loaded machine,
+// and a native histogram's bucket the first time a latency falls in it,
+// when emulation spreads the latencies past those seen. Those are spent
+// after a round or two; an allocation made per frame is made in every
+// round, and fails.
+func steadyAllocs(t *testing.T, runs int, f func()) float64 {
+	t.Helper()
+	least := -1.0
+	for round := range 5 {
+		a := testing.AllocsPerRun(runs, f)
+		if a == 0 {
+			return 0
+		}
+		t.Logf("round %d: %v heap allocations per run (a high-water mark reached late?)", round, a)
+		if least < 0 || a < least {
+			least = a
+		}
+	}
+	return least
+}
+
 // TestSteadyStateFrameAllocatesNothing: a frame through preprocessing, the
 // engine, post-processing and the socket sink allocates nothing on the Go
 // heap once running (with the real ONNX Runtime engine when available).
@@ -135,8 +162,8 @@ func TestSteadyStateFrameAllocatesNothing(t *testing.T) {
 	}
 	p, _, f, done := benchPipeline(t, eng)
 	defer done()
-	runFrames(t, p, f, 500, nil) // warm up: tables, buffers, the client queue (16) filled
-	allocs := testing.AllocsPerRun(200, func() { runFrames(t, p, f, 1, nil) })
+	runFrames(t, p, f, 500, nil) // warm up: tables, buffers, the sink's record pool
+	allocs := steadyAllocs(t, 200, func() { runFrames(t, p, f, 1, nil) })
 	if allocs != 0 {
 		t.Fatalf("%v heap allocations per frame with engine %s", allocs, eng.Backend())
 	}
@@ -153,7 +180,7 @@ func TestSteadyStateWithPreviewAllocatesNothing(t *testing.T) {
 	defer hub.Close()
 	p.tap = hub.Tap(preview.Key{Pipeline: p.cfg.Name, Source: p.scfg.Name})
 	runFrames(t, p, f, 500, nil)
-	allocs := testing.AllocsPerRun(200, func() { runFrames(t, p, f, 1, nil) })
+	allocs := steadyAllocs(t, 200, func() { runFrames(t, p, f, 1, nil) })
 	if allocs != 0 {
 		t.Fatalf("%v heap allocations per frame with the preview on and nobody watching", allocs)
 	}
