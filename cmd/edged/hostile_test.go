@@ -229,7 +229,7 @@ func TestRecordedPauseIsNotAStall(t *testing.T) {
 	if strings.Contains(d.stderr.String(), "pipeline stalled") {
 		t.Errorf("log says stalled:\n%s", d.stderr.String())
 	}
-	if code, took := d.stop(t); code != 0 || took > 3*time.Second {
+	if code, took := d.stop(t); code != 0 || took > scaled(3*time.Second) {
 		t.Errorf("exit %d after %v", code, took)
 	}
 }

@@ -67,8 +67,8 @@ func TestStopDuringStartIsClean(t *testing.T) {
 			if code := d.cmd.ProcessState.ExitCode(); code != 0 {
 				t.Fatalf("exit status %d after %v during start-up, want 0:\n%s", code, c.sig, log)
 			}
-			if took > c.max {
-				t.Errorf("took %v to stop, want at most %v", took, c.max)
+			if took > scaled(c.max) {
+				t.Errorf("took %v to stop, want at most %v", took, scaled(c.max))
 			}
 			if strings.Contains(log, "edged failed") || strings.Contains(log, "level=ERROR") {
 				t.Errorf("a stop asked for is logged as a failure:\n%s", log)

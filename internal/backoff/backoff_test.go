@@ -56,7 +56,11 @@ func TestSleep(t *testing.T) {
 // TestRetry: failed starts and short runs both grow the delay; only a run
 // that lasted Reset clears it, and the start after such a run is at once.
 func TestRetry(t *testing.T) {
-	r := Retry{Policy: Policy{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond, Reset: 50 * time.Millisecond}}
+	// The short runs below end at once, but a loaded machine can stall
+	// the test between a Started and its Ended: with a Reset of a minute
+	// such a run is still short. The healthy run further down lowers
+	// Reset, so that it need not sleep that long.
+	r := Retry{Policy: Policy{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond, Reset: time.Minute}}
 	if d := r.Failed(); d < 5*time.Millisecond || d > 10*time.Millisecond {
 		t.Fatalf("first failure: %v", d)
 	}
@@ -73,6 +77,7 @@ func TestRetry(t *testing.T) {
 	if r.Failures() != 4 {
 		t.Fatalf("failures %d, want 4", r.Failures())
 	}
+	r.Policy.Reset = 50 * time.Millisecond
 	r.Started()
 	time.Sleep(60 * time.Millisecond)
 	if !r.Stable() {

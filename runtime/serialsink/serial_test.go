@@ -145,6 +145,13 @@ func TestSerial10000Results(t *testing.T) {
 	for received < n {
 		check(fr.next(t))
 	}
+	// The writer counts a frame once its write returned, which can be
+	// after the other end of the pty has read it: wait for the count.
+	for deadline := time.Now().Add(waitTimeout); s.Stats().Sent < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("every frame was read but only %d of %d counted as sent: %+v", s.Stats().Sent, n, s.Stats())
+		}
+	}
 	st := s.Stats()
 	if st.Sent != n || st.Dropped != 0 || st.Published != n || !st.Up {
 		t.Fatalf("sink stats %+v", st)
@@ -662,6 +669,7 @@ func TestSerialPortThatFailsAtOnceBacksOff(t *testing.T) {
 		opens.Add(1)
 		return failingPort{}, nil
 	}
+	t0 := time.Now()
 	go s.supervise()
 	defer s.Close()
 	stop := time.After(2 * time.Second)
@@ -673,9 +681,21 @@ func TestSerialPortThatFailsAtOnceBacksOff(t *testing.T) {
 			s.Publish(streamtest.Result("p", 1)) // something to write
 		}
 	}
-	// 20, 40, 80, 160, 320, 320, ... ms, each from its upper half: at most
-	// about 12 opens in 2 s (the shortest delay every time: up to 200).
-	if n := opens.Load(); n < 3 || n > 14 {
-		t.Errorf("%d opens in 2 s of a port that fails at once", n)
+	n, took := opens.Load(), time.Since(t0)
+	// The most opens the time taken can hold: the first at once, then
+	// every wait drawn at its shortest (half the doubled delay: the
+	// jitter). 20, 40, 80, 160, 320, 320, ... ms halved: 16 in 2 s, more
+	// when a loaded machine oversleeps; without the backoff it would be
+	// up to 200 (one per record).
+	most, at := int64(1), time.Duration(0)
+	for d := s.opts.BackoffMin; ; {
+		if at += d / 2; at > took {
+			break
+		}
+		most++
+		d = min(2*d, s.opts.BackoffMax)
+	}
+	if n < 3 || n > most {
+		t.Errorf("%d opens in %v of a port that fails at once, want 3 to %d (%v doubling to %v, jittered)", n, took.Round(time.Millisecond), most, s.opts.BackoffMin, s.opts.BackoffMax)
 	}
 }

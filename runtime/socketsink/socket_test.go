@@ -124,6 +124,19 @@ func next(t *testing.T, c *stream.Client) stream.Message {
 	return m
 }
 
+// waitSent waits until the sink has counted n records sent. A writer
+// counts a batch once its write returned, which can be after the peer
+// has read the batch: a test that has read every record waits for the
+// count before it checks the stats. A count that never comes fails.
+func waitSent(t *testing.T, s *Sink, n uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(waitTimeout); s.Stats().Sent < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("every record was read but only %d of %d counted as sent: %+v", s.Stats().Sent, n, s.Stats())
+		}
+	}
+}
+
 func TestSocketDeliversInOrder(t *testing.T) {
 	// The clients are read one after the other: the second and third wait
 	// with what they were sent unread while the first is read, which on a
@@ -157,6 +170,7 @@ func TestSocketDeliversInOrder(t *testing.T) {
 			}
 		}
 	}
+	waitSent(t, s, 3*n)
 	st := s.Stats()
 	if st.Clients != 3 || st.Sent != 3*n || st.Dropped != 0 || st.Published != n {
 		t.Fatalf("stats %+v", st)
@@ -419,6 +433,7 @@ func TestSocket64Clients(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	waitSent(t, s, clients*n)
 	if st := s.Stats(); st.Sent != clients*n || st.Dropped != 0 {
 		t.Fatalf("stats %+v", st)
 	}

@@ -522,8 +522,15 @@ func TestReceiverReportsOverTCP(t *testing.T) {
 	if rr == nil {
 		t.Fatal("no receiver report reached the server")
 	}
-	if rr.Reports[0].SSRC == 0 || rr.Reports[0].LastSequenceNumber == 0 || s.Stats().ReceiverReports == 0 {
+	if rr.Reports[0].SSRC == 0 || rr.Reports[0].LastSequenceNumber == 0 {
 		t.Errorf("%+v", rr)
+	}
+	// The source counts a report once WritePacketRTCP returned, which can
+	// be after the server has read it: wait for the count.
+	for end := time.Now().Add(10 * time.Second); s.Stats().ReceiverReports == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("a receiver report reached the server but none was counted: %+v", s.Stats())
+		}
 	}
 }
 
