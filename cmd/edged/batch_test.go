@@ -180,6 +180,25 @@ func TestBatchedPipelineThroughTheBinary(t *testing.T) {
 	if got["cam0"] == 0 || got["cam4"] == 0 {
 		t.Fatalf("after the reload: results per camera %v", got)
 	}
+	// A camera that stays is restarted with the pipeline (docs/OPERATIONS.md,
+	// fault 77): its frame_seq starts again, once, after a pause.
+	var prev, before, again stream.Decoded
+	restarts := 0
+	for _, r := range recs.since(0)[:at+1] {
+		if r.Type != "result" || r.Source != "cam0" {
+			continue
+		}
+		if prev.Type != "" && r.FrameSeq <= prev.FrameSeq {
+			restarts++
+			before, again = prev, r
+		}
+		prev = r
+	}
+	if restarts != 1 {
+		t.Errorf("cam0's frame_seq started again %d times over the reload, want once (fault 77: the batched pipeline is restarted; update it if that changed)", restarts)
+	} else {
+		t.Logf("cam0 paused %v for the restart (frame %d, then frame %d)", time.Duration(again.TCapture-before.TCapture).Round(time.Millisecond), before.FrameSeq, again.FrameSeq)
+	}
 	t.Logf("after the reload: results per camera %v", got)
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit %d", code)
