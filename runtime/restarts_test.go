@@ -121,14 +121,7 @@ func TestFlappingSourceBacksOff(t *testing.T) {
 	// The most starts 3 s can hold: every wait drawn at its shortest (half
 	// the doubled delay: the jitter). 7 with backoff.Restart; without the
 	// doubling it would be 60, without any wait hundreds of thousands.
-	most, at := 1, time.Duration(0)
-	for d := backoff.Restart.Min; ; {
-		if at += d / 2; at > 3*time.Second {
-			break
-		}
-		most++
-		d = min(2*d, backoff.Restart.Max)
-	}
+	most := backoff.Restart.MostAttempts(3 * time.Second)
 	starts, _, _ := src.Counts()
 	if starts < 3 || starts > most {
 		t.Errorf("%d starts in 3 s, want 3 to %d (100 ms doubling, jittered)", starts, most)

@@ -2,6 +2,7 @@ package backoff
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -68,17 +69,41 @@ func (r *Retry) Stable() bool {
 // the last healthy run.
 func (r *Retry) Failures() int { return r.failures }
 
-// Delay returns the delay before retry n (n < 0 counts as 0).
+// Delay returns the delay before retry n (n < 0 counts as 0): drawn
+// from the upper half of Min doubled n times, capped at Max.
 func (p Policy) Delay(n int) time.Duration {
-	d := max(p.Min, 0)
-	for i := 0; i < n && d < p.Max; i++ {
-		d *= 2
-	}
-	d = min(d, p.Max)
+	d := p.ceiling(n)
 	if d <= 0 {
 		return 0
 	}
 	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
+}
+
+// ceiling is the longest delay before retry n.
+func (p Policy) ceiling(n int) time.Duration {
+	d := max(p.Min, 0)
+	for i := 0; i < n && d < p.Max; i++ {
+		d *= 2
+	}
+	return min(d, p.Max)
+}
+
+// MostAttempts is the most attempts a span of window can hold under p:
+// the first at once, then one after each wait, every wait the shortest
+// Delay can draw (half its ceiling). It is what a test may bound a retry
+// loop's attempts by; a Policy that need not wait holds any number
+// (math.MaxInt).
+func (p Policy) MostAttempts(window time.Duration) int {
+	if p.ceiling(0)/2 <= 0 {
+		return math.MaxInt
+	}
+	n, at := 1, time.Duration(0)
+	for i := 0; ; i++ {
+		if at += p.ceiling(i) / 2; at > window {
+			return n
+		}
+		n++
+	}
 }
 
 // Sleep waits d, or until ctx is done; it reports whether the whole d

@@ -2,6 +2,7 @@ package backoff
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 )
@@ -88,5 +89,44 @@ func TestRetry(t *testing.T) {
 	}
 	if d := r.Ended(); d < 5*time.Millisecond || d > 10*time.Millisecond { // ended without a start: a failure
 		t.Fatalf("Ended without Started: %v", d)
+	}
+}
+
+// TestMostAttempts: the bound the retry tests of runtime, mqttsink and
+// serialsink hold their loops to, against the waits Delay draws: no run
+// of shortest-possible waits holds more, and the policies' figures are
+// the ones their tests' comments give.
+func TestMostAttempts(t *testing.T) {
+	for _, c := range []struct {
+		p      Policy
+		window time.Duration
+		want   int
+	}{
+		{Restart, 3 * time.Second, 7}, // 50+100+200+400+800+1000 ms = 2.55 s
+		{Policy{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}, 2 * time.Second, 11}, // mqttsink's test
+		{Policy{Min: 20 * time.Millisecond, Max: 320 * time.Millisecond}, 2 * time.Second, 16}, // serialsink's test
+		{Restart, 0, 1},
+		{Restart, 49 * time.Millisecond, 1},
+		{Restart, 50 * time.Millisecond, 2},
+	} {
+		if got := c.p.MostAttempts(c.window); got != c.want {
+			t.Errorf("%+v over %v: %d attempts, want %d", c.p, c.window, got, c.want)
+		}
+		// However the draws fall, the attempts they allow are no more.
+		for range 200 {
+			n, at := 1, time.Duration(0)
+			for i := 0; ; i++ {
+				if at += c.p.Delay(i); at > c.window {
+					break
+				}
+				n++
+			}
+			if n > c.want {
+				t.Fatalf("%+v over %v: drawn waits allowed %d attempts, over the bound %d", c.p, c.window, n, c.want)
+			}
+		}
+	}
+	if n := (Policy{}).MostAttempts(time.Second); n != math.MaxInt {
+		t.Errorf("a policy that does not wait holds %d attempts", n)
 	}
 }

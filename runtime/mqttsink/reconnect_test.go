@@ -75,14 +75,7 @@ func TestBrokerThatDropsAtOnceBacksOff(t *testing.T) {
 	// when a loaded machine oversleeps; without the backoff it would be
 	// thousands.
 	p := s.retry.Policy
-	most, at := int64(1), time.Duration(0)
-	for d := p.Min; ; {
-		if at += d / 2; at > took {
-			break
-		}
-		most++
-		d = min(2*d, p.Max)
-	}
+	most := int64(p.MostAttempts(took))
 	if got < 2 || got > most {
 		t.Errorf("%d connections in %v to a broker that drops each at once, want 2 to %d (%v doubling to %v, jittered)", got, took.Round(time.Millisecond), most, p.Min, p.Max)
 	}

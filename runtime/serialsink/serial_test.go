@@ -18,6 +18,7 @@ import (
 	"github.com/creack/pty"
 	"go.bug.st/serial"
 
+	"github.com/edged-dev/edged/internal/backoff"
 	"github.com/edged-dev/edged/runtime/socketsink"
 	"github.com/edged-dev/edged/runtime/stream"
 	"github.com/edged-dev/edged/runtime/stream/streamtest"
@@ -687,14 +688,7 @@ func TestSerialPortThatFailsAtOnceBacksOff(t *testing.T) {
 	// jitter). 20, 40, 80, 160, 320, 320, ... ms halved: 16 in 2 s, more
 	// when a loaded machine oversleeps; without the backoff it would be
 	// up to 200 (one per record).
-	most, at := int64(1), time.Duration(0)
-	for d := s.opts.BackoffMin; ; {
-		if at += d / 2; at > took {
-			break
-		}
-		most++
-		d = min(2*d, s.opts.BackoffMax)
-	}
+	most := int64(backoff.Policy{Min: s.opts.BackoffMin, Max: s.opts.BackoffMax}.MostAttempts(took))
 	if n < 3 || n > most {
 		t.Errorf("%d opens in %v of a port that fails at once, want 3 to %d (%v doubling to %v, jittered)", n, took.Round(time.Millisecond), most, s.opts.BackoffMin, s.opts.BackoffMax)
 	}
