@@ -589,9 +589,10 @@ func TestSerialPublishAllocs(t *testing.T) {
 	// in the sink's life, each 3 allocations at most (the frame, its
 	// buffer, the buffer grown to the record). Those are allowed; an
 	// allocation per record would be 5000.
-	newFrames := made() - made0
-	if made() > DefaultQueue+2 {
-		t.Fatalf("%d frame buffers made, want at most QueueLen+2 = %d", made(), DefaultQueue+2)
+	made1 := made()
+	newFrames := made1 - made0
+	if made1 > DefaultQueue+2 {
+		t.Fatalf("%d frame buffers made, want at most QueueLen+2 = %d", made1, DefaultQueue+2)
 	}
 	if m := b.Mallocs - a.Mallocs; m > uint64(3*newFrames)+5000/100 {
 		t.Fatalf("%d allocations for 5000 serial records (writer included; %d new frame buffers)", m, newFrames)
