@@ -197,6 +197,11 @@ func TestBatchedPipelineThroughTheBinary(t *testing.T) {
 	if restarts != 1 {
 		t.Errorf("cam0's frame_seq started again %d times over the reload, want once (fault 77: the batched pipeline is restarted; update it if that changed)", restarts)
 	} else {
+		// Four cameras before and after: the batch is the same, so the
+		// engine carries over (fault 77): the same generation serves.
+		if before.Engine == nil || again.Engine == nil || before.Engine.Generation != again.Engine.Generation || before.Engine.SHA256 != again.Engine.SHA256 {
+			t.Errorf("cam0's engine before the restart %+v, after %+v: want the same generation carried over", before.Engine, again.Engine)
+		}
 		t.Logf("cam0 paused %v for the restart (frame %d, then frame %d)", time.Duration(again.TCapture-before.TCapture).Round(time.Millisecond), before.FrameSeq, again.FrameSeq)
 	}
 	t.Logf("after the reload: results per camera %v", got)
