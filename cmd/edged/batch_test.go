@@ -36,7 +36,7 @@ func batchedText(t *testing.T, sock, path string, cams []string, extra string) s
 		{`path = "builtin:demo"`, `path = "` + path + `"`},
 	} {
 		if !strings.Contains(text, e[0]) {
-			t.Fatalf("edit: %q not in the default configuration", e[0])
+			fatalf(t, "edit: %q not in the default configuration", e[0])
 		}
 		text = strings.Replace(text, e[0], e[1], 1)
 	}
@@ -85,25 +85,25 @@ func checkBatched(t *testing.T, cfg *config.Config, recs []stream.Decoded, max i
 		}
 		sc := cfg.Source(r.Source)
 		if sc == nil {
-			t.Fatalf("result #%d names source %q, not a camera of the configuration", r.Seq, r.Source)
+			fatalf(t, "result #%d names source %q, not a camera of the configuration", r.Seq, r.Source)
 		}
 		if p, ok := last[r.Source]; ok && r.FrameSeq != p+1 {
-			t.Fatalf("camera %s: frame %d followed by %d: frames were lost", r.Source, p, r.FrameSeq)
+			fatalf(t, "camera %s: frame %d followed by %d: frames were lost", r.Source, p, r.FrameSeq)
 		}
 		last[r.Source] = r.FrameSeq
 		per[r.Source]++
 		if r.Engine == nil || r.Engine.Batch < 1 || r.Engine.Batch > max {
-			t.Fatalf("camera %s frame %d: engine %+v, want a batch of 1 to %d", r.Source, r.FrameSeq, r.Engine, max)
+			fatalf(t, "camera %s frame %d: engine %+v, want a batch of 1 to %d", r.Source, r.FrameSeq, r.Engine, max)
 		}
 		l := r.LatencyUs
 		if l == nil || l.Fill+l.Queue+l.Batch+l.Pre+l.Infer+l.Post+l.Encode != l.Total {
-			t.Fatalf("camera %s frame %d: latency stages %+v do not add up to the total", r.Source, r.FrameSeq, l)
+			fatalf(t, "camera %s frame %d: latency stages %+v do not add up to the total", r.Source, r.FrameSeq, l)
 		}
 		pf, _ := sensors.ParsePixelFormat(sc.Format)
 		o := synthetic.Options{Name: sc.Name, Width: sc.Width, Height: sc.Height, Pixel: pf, FPS: sc.FPS, Seed: uint64(sc.Seed), PeriodFrames: sc.Period}
 		want := demomodel.Expected(synthetic.TruthAt(o, r.FrameSeq).Background, 0)
 		if got := r.Outputs["class"].Top; len(got) == 0 || got[0].Index != want {
-			t.Fatalf("camera %s frame %d: classes %+v, want %d first (the result of another camera's frame?)", r.Source, r.FrameSeq, got, want)
+			fatalf(t, "camera %s frame %d: classes %+v, want %d first (the result of another camera's frame?)", r.Source, r.FrameSeq, got, want)
 		}
 	}
 	return per
@@ -167,7 +167,7 @@ func TestBatchedPipelineThroughTheBinary(t *testing.T) {
 			first = i
 		}
 		if first >= 0 && r.Type == "result" && r.Source == "cam3" {
-			t.Fatalf("a result of cam3, removed by the reload, after cam4's first: %+v", r)
+			fatalf(t, "a result of cam3, removed by the reload, after cam4's first: %+v", r)
 		}
 	}
 	var tail []stream.Decoded
@@ -178,7 +178,7 @@ func TestBatchedPipelineThroughTheBinary(t *testing.T) {
 	}
 	got = checkBatched(t, cfg, tail, 4)
 	if got["cam0"] == 0 || got["cam4"] == 0 {
-		t.Fatalf("after the reload: results per camera %v", got)
+		fatalf(t, "after the reload: results per camera %v", got)
 	}
 	// A camera that stays is restarted with the pipeline (docs/OPERATIONS.md,
 	// fault 77): its frame_seq starts again, once, after a pause.
@@ -195,18 +195,18 @@ func TestBatchedPipelineThroughTheBinary(t *testing.T) {
 		prev = r
 	}
 	if restarts != 1 {
-		t.Errorf("cam0's frame_seq started again %d times over the reload, want once (fault 77: the batched pipeline is restarted; update it if that changed)", restarts)
+		errorf(t, "cam0's frame_seq started again %d times over the reload, want once (fault 77: the batched pipeline is restarted; update it if that changed)", restarts)
 	} else {
 		// Four cameras before and after: the batch is the same, so the
 		// engine carries over (fault 77): the same generation serves.
 		if before.Engine == nil || again.Engine == nil || before.Engine.Generation != again.Engine.Generation || before.Engine.SHA256 != again.Engine.SHA256 {
-			t.Errorf("cam0's engine before the restart %+v, after %+v: want the same generation carried over", before.Engine, again.Engine)
+			errorf(t, "cam0's engine before the restart %+v, after %+v: want the same generation carried over", before.Engine, again.Engine)
 		}
 		t.Logf("cam0 paused %v for the restart (frame %d, then frame %d)", time.Duration(again.TCapture-before.TCapture).Round(time.Millisecond), before.FrameSeq, again.FrameSeq)
 	}
 	t.Logf("after the reload: results per camera %v", got)
 	if code, _ := d.stop(t); code != 0 {
-		t.Errorf("exit %d", code)
+		errorf(t, "exit %d", code)
 	}
 }
 
@@ -231,11 +231,11 @@ func TestBatchedConfigErrors(t *testing.T) {
 			cmd.Env = append(os.Environ(), "EDGED_ONNXRUNTIME_LIB="+lib)
 			out, _ := cmd.CombinedOutput()
 			if code := cmd.ProcessState.ExitCode(); code != 78 {
-				t.Errorf("%s: edged %s exited %d, want 78:\n%s", name, sub, code, out)
+				errorf(t, "%s: edged %s exited %d, want 78:\n%s", name, sub, code, out)
 			}
 			for _, w := range want {
 				if !strings.Contains(string(out), w) {
-					t.Errorf("%s: edged %s does not say %q:\n%s", name, sub, w, out)
+					errorf(t, "%s: edged %s does not say %q:\n%s", name, sub, w, out)
 				}
 			}
 		}
@@ -277,7 +277,7 @@ func TestCheckBatchedThreads(t *testing.T) {
 		}
 		out, code := runCheck(t, lib, cfg)
 		if code != 0 {
-			t.Fatalf("threads = %d: exit %d:\n%s", tc.threads, code, out)
+			fatalf(t, "threads = %d: exit %d:\n%s", tc.threads, code, out)
 		}
 		want := fmt.Sprintf("ONNX Runtime intra-op threads %d (threads)", tc.want)
 		if tc.threads == 0 {
@@ -285,7 +285,7 @@ func TestCheckBatchedThreads(t *testing.T) {
 		}
 		for _, w := range []string{want, "pipeline demo: batched: cameras cam0, cam1, cam2, cam3 into one engine, up to 4 frames per inference"} {
 			if !strings.Contains(out, w) {
-				t.Errorf("threads = %d: check output lacks %q:\n%s", tc.threads, w, out)
+				errorf(t, "threads = %d: check output lacks %q:\n%s", tc.threads, w, out)
 			}
 		}
 	}

@@ -29,10 +29,10 @@ func (r *records) waitWithin(t *testing.T, what string, from int, within time.Du
 		err := r.err
 		r.mu.Unlock()
 		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
+			fatalf(t, "waiting for %s: %v", what, err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, within)
+			fatalf(t, "no %s within %v", what, within)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -249,11 +249,60 @@ func start(t *testing.T, lib, cfgPath, sock string, env ...string) *daemon {
 				<-d.done
 			}
 		}
-		if t.Failed() {
+		// EDGED_TEST_DUMP=1 logs the daemon's stderr of a test that passed
+		// too (go test -v), to see what a run looks like.
+		if t.Failed() || os.Getenv("EDGED_TEST_DUMP") != "" {
 			t.Logf("edged stderr:\n%s", trimDump(d.stderr.String(), 150))
+		}
+		if msgs := failures.take(t); len(msgs) > 0 {
+			t.Logf("the failure, again after edged's stderr:\n%s", strings.Join(msgs, "\n"))
 		}
 	})
 	return d
+}
+
+// failures keeps each test's failure messages (errorf, fatalf) for the
+// cleanup of start, which logs them again after the daemon's stderr: a CI
+// summary shows the end of a failed test's output, where the daemon's log
+// would otherwise be, and not the message that says what failed.
+var failures = failLog{m: map[testing.TB][]string{}}
+
+type failLog struct {
+	mu sync.Mutex
+	m  map[testing.TB][]string
+}
+
+func (f *failLog) add(t testing.TB, msg string) {
+	f.mu.Lock()
+	f.m[t] = append(f.m[t], msg)
+	f.mu.Unlock()
+}
+
+// take returns t's messages and forgets them.
+func (f *failLog) take(t testing.TB) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	msgs := f.m[t]
+	delete(f.m, t)
+	return msgs
+}
+
+// errorf is t.Errorf whose message start's cleanup logs again after the
+// daemon's stderr.
+func errorf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	failures.add(t, msg)
+	t.Error(msg)
+}
+
+// fatalf is t.Fatalf whose message start's cleanup logs again after the
+// daemon's stderr.
+func fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	failures.add(t, msg)
+	t.Fatal(msg)
 }
 
 // trimDump keeps a failed daemon's log and the first lines of the

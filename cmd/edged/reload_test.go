@@ -93,10 +93,10 @@ func (r *records) wait(t *testing.T, what string, from int, pred func(stream.Dec
 		err := r.err
 		r.mu.Unlock()
 		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
+			fatalf(t, "waiting for %s: %v", what, err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			fatalf(t, "timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

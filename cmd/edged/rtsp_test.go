@@ -29,7 +29,7 @@ func needAVCodec(t *testing.T) {
 	t.Helper()
 	if _, _, err := avcodec.Load(""); err != nil {
 		if os.Getenv("EDGED_REQUIRE_LIBAVCODEC") == "1" {
-			t.Fatalf("%v, and EDGED_REQUIRE_LIBAVCODEC=1", err)
+			fatalf(t, "%v, and EDGED_REQUIRE_LIBAVCODEC=1", err)
 		}
 		t.Skipf("%v; EDGED_REQUIRE_LIBAVCODEC=1 makes this a failure", err)
 	}
@@ -85,14 +85,14 @@ func TestRTSPCamera(t *testing.T) {
 			out, code := checkOutput(t, lib, cfg)
 			want := fmt.Sprintf("%s %s over %s; decoded on the CPU by libavcodec", tc.codec, tc.size, tc.transport)
 			if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, `decoder = "auto"`) {
-				t.Fatalf("edged check: exit %d, want 0 and %q:\n%s", code, want, out)
+				fatalf(t, "edged check: exit %d, want 0 and %q:\n%s", code, want, out)
 			}
 			d := start(t, lib, cfg, sock)
 			r := readRecords(t, sock)
 			res := r.results(t, "demo", 0, 10)
 			for _, x := range res {
 				if x.CaptureClock != "sender_report" && x.CaptureClock != "arrival" {
-					t.Fatalf("t_capture_clock %q, want sender_report or arrival", x.CaptureClock)
+					fatalf(t, "t_capture_clock %q, want sender_report or arrival", x.CaptureClock)
 				}
 			}
 			// GStreamer sends its first RTCP sender report within a few
@@ -101,13 +101,13 @@ func TestRTSPCamera(t *testing.T) {
 				return x.Type == "result" && x.CaptureClock == "sender_report"
 			})
 			if v := scrape(t, metrics, `edged_rtsp_frames_total{source="cam0",clock="sender_report"}`); v <= 0 {
-				t.Errorf("edged_rtsp_frames_total{clock=sender_report} %v", v)
+				errorf(t, "edged_rtsp_frames_total{clock=sender_report} %v", v)
 			}
 			if v := scrape(t, metrics, fmt.Sprintf(`edged_rtsp_transport{source="cam0",transport=%q}`, tc.transport)); v != 1 {
-				t.Errorf("edged_rtsp_transport for %s: %v, want 1", tc.transport, v)
+				errorf(t, "edged_rtsp_transport for %s: %v, want 1", tc.transport, v)
 			}
 			if code, _ := d.stop(t); code != 0 {
-				t.Fatalf("exit %d", code)
+				fatalf(t, "exit %d", code)
 			}
 		})
 	}
@@ -202,7 +202,7 @@ func TestRTSPServerRestart(t *testing.T) {
 				return false
 			}
 			if d.TCapture >= kill && d.TCapture < back {
-				t.Errorf("restart %d: a result captured while the camera was down", i)
+				errorf(t, "restart %d: a result captured while the camera was down", i)
 			}
 			return d.TCapture >= back
 		})
@@ -216,7 +216,7 @@ func TestRTSPServerRestart(t *testing.T) {
 	for _, x := range r.since(0) {
 		if x.Type == "result" {
 			if seen[x.FrameSeq] {
-				t.Errorf("frame %d served twice", x.FrameSeq)
+				errorf(t, "frame %d served twice", x.FrameSeq)
 			}
 			seen[x.FrameSeq] = true
 		}
@@ -226,7 +226,7 @@ func TestRTSPServerRestart(t *testing.T) {
 	t.Logf("first result after the server returned (down %v, held %v), %d restarts: p50 %v, min %v, max %v (all: %v)", down, hold, len(took),
 		sorted[len(sorted)/2].Round(time.Millisecond), sorted[0].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), took)
 	if code, _ := d.stop(t); code != 0 {
-		t.Fatalf("exit %d", code)
+		fatalf(t, "exit %d", code)
 	}
 }
 
@@ -236,8 +236,9 @@ func TestRTSPServerRestart(t *testing.T) {
 // waited for (optional) and STATUS= says so; cam2's silence is caught
 // within its 1 s timeout, gortsplib's 1 s checks and some slack for a
 // loaded machine (source_down within 4 s: no video, or the TCP timeout
-// when the server sends no RTCP either), and no result of it follows
-// until it is up again; cam0's results keep coming throughout.
+// when the server sends no RTCP either), and no result after that
+// source_down is of a frame from before it; cam0's results keep coming
+// throughout.
 func TestRTSPDeadCameras(t *testing.T) {
 	lib := needORT(t)
 	needAVCodec(t)
@@ -252,38 +253,40 @@ func TestRTSPDeadCameras(t *testing.T) {
 	r := readRecords(t, sock)
 	from, _ := rtspFirstResult(t, r, "cam2", 0)
 	if l := stall.Line(10 * time.Second); l != "STALLED" {
-		t.Fatalf("the stalling server printed %q, want STALLED", l)
+		fatalf(t, "the stalling server printed %q, want STALLED", l)
 	}
 	// The source_down of the stall is the first after it: on a loaded
 	// machine cam2 can time out (1 s) and come back before the stall.
 	stalled, atStall := time.Now(), r.len()
-	_, rec := statusOf(t, r, "source_down", "cam2", max(from, atStall))
+	down, rec := statusOf(t, r, "source_down", "cam2", max(from, atStall))
 	if took := time.Since(stalled); took > 4*time.Second || !strings.Contains(rec.Reason, "no video") && !strings.Contains(rec.Reason, "timeout") {
-		t.Fatalf("cam2's silence: source_down %v after the stall (timeout 1s), reason %q", took.Round(time.Millisecond), rec.Reason)
+		fatalf(t, "cam2's silence: source_down %v after the stall (timeout 1s), reason %q", took.Round(time.Millisecond), rec.Reason)
 	}
 	// cam0 goes on at its rate while cam1 never answers and cam2 is down.
 	r.results(t, "demo", 0, 1)
 	c0 := r.len()
 	time.Sleep(4 * time.Second)
-	var n0, stale int
-	upAgain := false
+	n0 := 0
 	for _, x := range r.since(c0) {
-		switch {
-		case x.Type == "result" && x.Pipeline == "demo":
+		if x.Type == "result" && x.Pipeline == "demo" {
 			n0++
-		case x.Type == "status" && x.Event == "source_up" && x.Source == "cam2":
-			upAgain = true
-		case x.Type == "result" && x.Pipeline == "cam2" && !upAgain:
-			stale++
 		}
 	}
 	// A pipeline held up by another camera would give none; the bound
 	// leaves room for a loaded machine (three encoders run beside edged).
 	if n0 < 10 {
-		t.Errorf("cam0 gave %d results in 4 s while the others were dead, want at least 10 of its 60", n0)
+		errorf(t, "cam0 gave %d results in 4 s while the others were dead, want at least 10 of its 60", n0)
 	}
-	if stale > 0 {
-		t.Errorf("%d results of cam2 after its source_down and before a source_up", stale)
+	// No result of cam2 after its source_down is of a frame from before it.
+	// cam2 reconnects (the server makes a new stream for a new session), and
+	// its results come back before a source_up when it flapped: on a loaded
+	// machine its first session can time out before the stall, and two runs
+	// in a row shorter than 10 s hold source_up back (PROTOCOL.md).
+	for _, x := range r.since(down + 1) {
+		if x.Type == "result" && x.Pipeline == "cam2" && x.TCapture <= rec.TNs {
+			errorf(t, "a result of cam2 after its source_down (t_ns %d) of a frame captured %v before it (frame_seq %d)", rec.TNs, time.Duration(rec.TNs-x.TCapture), x.FrameSeq)
+			break
+		}
 	}
 	for _, x := range r.since(0) {
 		if x.Type == "result" && x.Pipeline == "cam1" {
@@ -299,7 +302,7 @@ func TestRTSPDeadCameras(t *testing.T) {
 		return false
 	})
 	if code, _ := d.stop(t); code != 0 {
-		t.Fatalf("exit %d", code)
+		fatalf(t, "exit %d", code)
 	}
 }
 
@@ -320,7 +323,7 @@ func TestRTSPCredentials(t *testing.T) {
 	cfg, sock, _ := rtspConfig(t, dir, g.URL, `username = "cam"`, fmt.Sprintf("password_file = %q", pw))
 	out, code := checkOutput(t, lib, cfg)
 	if code != exitConfig || !strings.Contains(out, "unauthorized") || strings.Contains(out, wrong) {
-		t.Fatalf("edged check with the wrong password: exit %d, want %d saying unauthorized without the password:\n%s", code, exitConfig, out)
+		fatalf(t, "edged check with the wrong password: exit %d, want %d saying unauthorized without the password:\n%s", code, exitConfig, out)
 	}
 	d := start(t, lib, cfg, sock)
 	select {
@@ -329,7 +332,7 @@ func TestRTSPCredentials(t *testing.T) {
 		t.Fatal("edged run with the wrong password did not exit")
 	}
 	if code := d.cmd.ProcessState.ExitCode(); code != exitConfig || strings.Contains(d.stderr.String(), wrong) || !strings.Contains(d.stderr.String(), "unauthorized") {
-		t.Fatalf("edged run with the wrong password: exit %d, want %d saying unauthorized without the password:\n%s", code, exitConfig, d.stderr.String())
+		fatalf(t, "edged run with the wrong password: exit %d, want %d saying unauthorized without the password:\n%s", code, exitConfig, d.stderr.String())
 	}
 	if err := os.WriteFile(pw, []byte(right+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -338,7 +341,7 @@ func TestRTSPCredentials(t *testing.T) {
 	r := readRecords(t, sock)
 	r.results(t, "demo", 0, 5)
 	if code, _ := d.stop(t); code != 0 || strings.Contains(d.stderr.String(), right) {
-		t.Fatalf("exit %d; the password in the log: %v", code, strings.Contains(d.stderr.String(), right))
+		fatalf(t, "exit %d; the password in the log: %v", code, strings.Contains(d.stderr.String(), right))
 	}
 }
 
@@ -363,13 +366,13 @@ func TestRTSPResolutionChange(t *testing.T) {
 			r := readRecords(t, sock)
 			rtspFirstResult(t, r, "demo", 0)
 			if l := g.Line(15 * time.Second); l != "RESIZED "+tc.to {
-				t.Fatalf("the server printed %q, want RESIZED %s", l, tc.to)
+				fatalf(t, "the server printed %q, want RESIZED %s", l, tc.to)
 			}
 			from := r.len()
 			if tc.grow {
 				i, rec := statusOf(t, r, "source_down", "cam0", from)
 				if !strings.Contains(rec.Reason, "640x480") || !strings.Contains(rec.Reason, "slots hold") {
-					t.Fatalf("source_down reason %q: want the new size and what the slots hold", rec.Reason)
+					fatalf(t, "source_down reason %q: want the new size and what the slots hold", rec.Reason)
 				}
 				t.Logf("source_down: %s", rec.Reason)
 				from = i
@@ -383,7 +386,7 @@ func TestRTSPResolutionChange(t *testing.T) {
 				}
 			}
 			if code, _ := d.stop(t); code != 0 {
-				t.Fatalf("exit %d", code)
+				fatalf(t, "exit %d", code)
 			}
 		})
 	}
@@ -430,7 +433,7 @@ func TestRTSPUDPLoss(t *testing.T) {
 	})
 	t.Logf("packets lost %v; results %d", lost, r.len())
 	if code, _ := d.stop(t); code != 0 {
-		t.Fatalf("exit %d", code)
+		fatalf(t, "exit %d", code)
 	}
 }
 
@@ -448,7 +451,7 @@ func TestRTSPCheckUnreachable(t *testing.T) {
 		cfg, _, _ := rtspConfig(t, t.TempDir(), url, fmt.Sprintf("optional = %v", tc.optional))
 		out, code := checkOutput(t, lib, cfg)
 		if code != tc.code || !strings.Contains(out, tc.line) || !strings.Contains(out, "connection refused") {
-			t.Errorf("optional = %v: exit %d, want %d and %q:\n%s", tc.optional, code, tc.code, tc.line, out)
+			errorf(t, "optional = %v: exit %d, want %d and %q:\n%s", tc.optional, code, tc.code, tc.line, out)
 		}
 	}
 }
@@ -464,7 +467,7 @@ func TestRTSPCheckNamesTheUnitsIPFilter(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	want := "FAIL  source cam0 (rtsp://192.0.2.10/cam): edged.service refuses connections to 192.0.2.10"
 	if code := cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(string(out), want) || !strings.Contains(string(out), "IPAddressAllow=192.0.2.10") {
-		t.Fatalf("exit %d, want %d and %q:\n%s", code, exitConfig, want, out)
+		fatalf(t, "exit %d, want %d and %q:\n%s", code, exitConfig, want, out)
 	}
 }
 
@@ -488,7 +491,7 @@ func TestRTSPHardwareDecoderWhereThereIsNone(t *testing.T) {
 			cfg, sock, _ := rtspConfig(t, t.TempDir(), url, fmt.Sprintf("decoder = %q", tc.decoder))
 			out, code := checkOutput(t, lib, cfg)
 			if code != exitConfig || !strings.Contains(out, fmt.Sprintf("decoder = %q", tc.decoder)) || !strings.Contains(out, tc.why) {
-				t.Fatalf("edged check: exit %d, want %d naming the decoder and %s:\n%s", code, exitConfig, tc.why, out)
+				fatalf(t, "edged check: exit %d, want %d naming the decoder and %s:\n%s", code, exitConfig, tc.why, out)
 			}
 			d := start(t, lib, cfg, sock)
 			select {
@@ -497,7 +500,7 @@ func TestRTSPHardwareDecoderWhereThereIsNone(t *testing.T) {
 				t.Fatal("edged run did not exit")
 			}
 			if code := d.cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(d.stderr.String(), tc.why) {
-				t.Fatalf("edged run: exit %d, want %d naming %s:\n%s", code, exitConfig, tc.why, d.stderr.String())
+				fatalf(t, "edged run: exit %d, want %d naming %s:\n%s", code, exitConfig, tc.why, d.stderr.String())
 			}
 		})
 	}
