@@ -189,7 +189,7 @@ func TestRTSPServerRestart(t *testing.T) {
 		g.Stop()
 		idx, rec := statusOf(t, r, "source_down", "cam0", at)
 		if rec.Reason == "" {
-			t.Fatal("source_down without a reason")
+			fatalf(t, "source_down without a reason")
 		}
 		time.Sleep(down)
 		g.Restart()
@@ -290,7 +290,7 @@ func TestRTSPDeadCameras(t *testing.T) {
 	}
 	for _, x := range r.since(0) {
 		if x.Type == "result" && x.Pipeline == "cam1" {
-			t.Fatal("a result of cam1, whose server never answers")
+			fatalf(t, "a result of cam1, whose server never answers")
 		}
 	}
 	n.waitFor(t, "STATUS= saying cam1 is waited for", 15*time.Second, func(m []string) bool {
@@ -329,7 +329,7 @@ func TestRTSPCredentials(t *testing.T) {
 	select {
 	case <-d.done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("edged run with the wrong password did not exit")
+		fatalf(t, "edged run with the wrong password did not exit")
 	}
 	if code := d.cmd.ProcessState.ExitCode(); code != exitConfig || strings.Contains(d.stderr.String(), wrong) || !strings.Contains(d.stderr.String(), "unauthorized") {
 		fatalf(t, "edged run with the wrong password: exit %d, want %d saying unauthorized without the password:\n%s", code, exitConfig, d.stderr.String())
@@ -382,7 +382,7 @@ func TestRTSPResolutionChange(t *testing.T) {
 				waitLog(t, d, "frame pool re-made for the source's new frame size")
 				free := scrape(t, metrics, `edged_pool_slots{pipeline="demo",state="free"}`)
 				if free < 0 {
-					t.Fatal("no edged_pool_slots after the pool was made again")
+					fatalf(t, "no edged_pool_slots after the pool was made again")
 				}
 			}
 			if code, _ := d.stop(t); code != 0 {
@@ -404,7 +404,7 @@ func TestRTSPUDPLoss(t *testing.T) {
 		rtsptest.Python(t)
 		_ = lib // the re-run inside the namespace needs it too
 		if dropped := rtsptest.RunInLossyNetns(t, 20, "^TestRTSPUDPLoss$"); dropped == 0 {
-			t.Fatal("nftables dropped nothing")
+			fatalf(t, "nftables dropped nothing")
 		}
 		return
 	}
@@ -418,7 +418,7 @@ func TestRTSPUDPLoss(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for scrape(t, metrics, `edged_rtsp_frames_dropped_total{source="cam0",reason="loss"}`) <= 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("no picture dropped for loss in 30 s at 2 % UDP loss")
+			fatalf(t, "no picture dropped for loss in 30 s at 2 %% UDP loss")
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -497,7 +497,7 @@ func TestRTSPHardwareDecoderWhereThereIsNone(t *testing.T) {
 			select {
 			case <-d.done:
 			case <-time.After(30 * time.Second):
-				t.Fatal("edged run did not exit")
+				fatalf(t, "edged run did not exit")
 			}
 			if code := d.cmd.ProcessState.ExitCode(); code != exitConfig || !strings.Contains(d.stderr.String(), tc.why) {
 				fatalf(t, "edged run: exit %d, want %d naming %s:\n%s", code, exitConfig, tc.why, d.stderr.String())
